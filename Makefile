@@ -1,0 +1,54 @@
+# lualock developer tasks. `make help` lists the targets.
+#
+# Adding a target: write it anywhere below with a "## description" comment on
+# the target line (that is what `make help` prints) and add its name to
+# .PHONY unless it produces a file of that name.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO          ?= go
+GOTESTFLAGS ?= -race -count=1 -timeout 20m
+PKGS        ?= ./...
+LUAGEN      := $(GO) run ./cmd/luagen
+
+# Tracked and new (not ignored) Go files that exist on disk, for gofmt.
+GOFILES = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
+
+.PHONY: help test generate check redis
+
+help: ## list targets
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+test: ## run all tests with the race detector (integration tests need redis-server)
+	$(GO) test $(GOTESTFLAGS) $(PKGS)
+
+generate: ## regenerate the Go code for the Lua scripts
+	$(LUAGEN) generate
+
+check: ## generated code up to date, Lua lint, gofmt, go vet
+	$(LUAGEN) check
+	$(LUAGEN) lint
+	@files="$$(gofmt -l $(GOFILES) </dev/null)"; \
+	if [ -n "$$files" ]; then \
+		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
+	fi
+	$(GO) vet ./...
+
+# make redis [REDIS_PORT=N]: a throwaway standalone redis-server (no
+# persistence, loopback only, temp dir) in the foreground; Ctrl-C stops it.
+redis: ## run a throwaway redis-server on a free loopback port (foreground)
+	@command -v redis-server >/dev/null || { echo "redis-server not on PATH" >&2; exit 1; }; \
+	port="$(REDIS_PORT)"; \
+	if [ -z "$$port" ]; then \
+		for _ in $$(seq 50); do \
+			p=$$(( RANDOM % 20000 + 20000 )); \
+			if ! (exec 3<>/dev/tcp/127.0.0.1/$$p) 2>/dev/null; then port=$$p; break; fi; \
+		done; \
+	fi; \
+	if [ -z "$$port" ] || [ "$$port" = 6379 ]; then echo "no usable port (6379 is never used)" >&2; exit 1; fi; \
+	dir=$$(mktemp -d -t lualock-redis-manual-XXXXXX); trap 'rm -rf "$$dir"' EXIT; \
+	echo ">>> redis-server on 127.0.0.1:$$port (dir $$dir); connect: redis-cli -p $$port; Ctrl-C to stop"; \
+	redis-server --port "$$port" --bind 127.0.0.1 --protected-mode no --save "" --appendonly no \
+		--dir "$$dir" --daemonize no

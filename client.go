@@ -1,0 +1,181 @@
+package lualock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client makes locks on one Redis deployment. It owns two goroutines at
+// most: the watchdog that renews held locks and the listener of the shared
+// pub/sub connection that wakes waiters. Close stops both.
+//
+// A Client is safe for concurrent use. Create one per process (or per Redis
+// deployment) and share it: its id is part of every owner field.
+type Client struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	id      string
+	holders atomic.Int64  // last holder id handed out
+	reqs    atomic.Uint64 // last unlock request id
+	closing chan struct{} // closed by Close
+	once    sync.Once
+	wd      *watchdog
+	subs    *subscriber
+}
+
+// New returns a Client on rdb, which may be a *redis.Client, a
+// *redis.ClusterClient, a failover client or a *redis.Ring. New sends
+// nothing to Redis. It returns ErrInvalid for a nil rdb or a bad option.
+func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
+	}
+	cfg, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	id := cfg.ClientID
+	if id == "" {
+		if id, err = uuid4(); err != nil {
+			return nil, fmt.Errorf("lualock: client id: %w", err)
+		}
+	}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{})}
+	c.wd = newWatchdog(c)
+	c.subs = newSubscriber(c)
+	return c, nil
+}
+
+// ID returns the client id C, the first part of this client's owner fields.
+func (c *Client) ID() string { return c.id }
+
+// Close stops the watchdog and the pub/sub listener, wakes every waiter of
+// this client with ErrClosed and waits for its goroutines to exit. It does
+// not unlock held locks: they stop being renewed and expire after their
+// lease, and their Context is cancelled with ErrClosed. Close does not close
+// the redis client. Calling it again does nothing and returns nil.
+func (c *Client) Close() error {
+	first := false
+	c.once.Do(func() {
+		first = true
+		close(c.closing)
+	})
+	if !first {
+		return nil
+	}
+	c.wd.close()
+	return c.subs.close()
+}
+
+func (c *Client) closed() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stats counts what a Client holds at one moment, for metrics and tests.
+type Stats struct {
+	Watched       int // locks the watchdog renews
+	Waiters       int // goroutines waiting for a release message
+	Subscriptions int // channels subscribed on the shared pub/sub connection
+	PubSubConns   int // pub/sub connections open (1 at most unless ShardedPubSub)
+}
+
+// Stats returns the client's current counts.
+func (c *Client) Stats() Stats {
+	s := Stats{Watched: c.wd.size()}
+	s.Waiters, s.Subscriptions, s.PubSubConns = c.subs.counts()
+	return s
+}
+
+// NewLock returns a handle on the reentrant lock name, compatible with
+// Redisson's RLock. The handle is the owner: it can lock again while it
+// holds the lock (re-entry), and other handles, in this process or others,
+// cannot. Make one handle per goroutine (or per unit of work) that must
+// exclude the others. An invalid name is reported by the handle's methods
+// as ErrInvalid.
+func (c *Client) NewLock(name string) *Lock {
+	return c.newLock(name, reentrant)
+}
+
+func (c *Client) newLock(name string, k kind) *Lock {
+	h := c.holders.Add(1)
+	l := &Lock{
+		c:       c,
+		name:    name,
+		kind:    k,
+		field:   c.id + ":" + strconv.FormatInt(h, 10),
+		channel: tag(channelPrefix, name),
+		invalid: checkName(name),
+	}
+	return l
+}
+
+func (c *Client) requestID() string {
+	return c.id + ":" + strconv.FormatUint(c.reqs.Add(1), 10)
+}
+
+// uuid4 returns a random RFC 4122 version 4 UUID in its text form.
+func uuid4() (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(crand.Reader, b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// transient reports whether a Redis error may pass when the call is sent
+// again: network failures and the errors of a server loading data or of a
+// cluster or failover in progress. Context errors are not transient.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoff is a capped, jittered exponential backoff.
+type backoff struct {
+	next, max time.Duration
+}
+
+func (c *Client) newBackoff() backoff { return backoff{next: c.cfg.RetryMin, max: c.cfg.RetryMax} }
+
+// step returns the next pause: a random time in [d/2, d], d doubling up to max.
+func (b *backoff) step() time.Duration {
+	d := b.next
+	b.next = min(2*b.next, b.max)
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,36 @@
+package lualock
+
+import "errors"
+
+// The errors of this package. Compare with errors.Is: the errors returned
+// wrap these with detail (the lock's name, the Redis error behind them).
+var (
+	// ErrNotObtained is returned by TryLock and TryLockLease when the wait
+	// time passed and the lock was still held by another owner.
+	ErrNotObtained = errors.New("lualock: lock not obtained")
+
+	// ErrNotHeld is returned by Unlock when this handle holds no lock: it
+	// never locked, already unlocked, or its lease ran out. It is also the
+	// cause (see context.Cause) of a hold's Context after a normal Unlock.
+	ErrNotHeld = errors.New("lualock: lock not held")
+
+	// ErrLockLost says that a lock this handle held is gone without an
+	// Unlock: a renewal found it deleted or expired, Redis lost it (restart
+	// without persistence, failover), or renewals failed for a whole lease.
+	// A hold's Context is cancelled with it as the cause, and later calls on
+	// that hold (Unlock, re-entry) return it.
+	ErrLockLost = errors.New("lualock: lock lost")
+
+	// ErrNotLocked is returned by RemainingLease when nobody holds the lock.
+	ErrNotLocked = errors.New("lualock: lock does not exist")
+
+	// ErrClosed is returned by every call after Client.Close, and by waits
+	// that Close interrupted. Holds whose renewal Close stopped have their
+	// Context cancelled with it as the cause.
+	ErrClosed = errors.New("lualock: client closed")
+
+	// ErrInvalid is returned for bad arguments (an empty name or one over
+	// 64 KiB, a lease that is not positive, a negative wait, a nil client).
+	// Nothing is sent to Redis.
+	ErrInvalid = errors.New("lualock: invalid argument")
+)

@@ -1,0 +1,79 @@
+package lualock
+
+import (
+	"context"
+	"time"
+
+	"github.com/lualock/lualock/generated"
+)
+
+// fairMinRetry is the shortest fallback timer of a fair waiter. A queued
+// waiter is woken by its own message when it reaches the head; its timer
+// only covers lost messages and dead waiters ahead, which the scripts purge
+// by their deadline. Told "wait 0" it retries at most this often.
+const fairMinRetry = 250 * time.Millisecond
+
+// NewFairLock returns a handle on the fair lock name, compatible with
+// Redisson's RedissonFairLock: waiters get the lock in the order they first
+// asked for it, across processes. It has the reentrant lock's methods and
+// semantics (see NewLock), plus a queue:
+//
+//   - A waiter that gives up (its wait time ran out, its context ended, an
+//     error, Client.Close) leaves the queue before the call returns, and the
+//     deadlines of those behind it are corrected.
+//   - Each waiter has a wait budget (Options.FairWait, default 5 minutes): a
+//     waiter that has not asked again within its budget counts as gone and
+//     is purged from the queue by the next script call, so a waiter whose
+//     process died delays the others by one budget at most. Live waiters ask
+//     again at least every Options.MaxWaitTimer, which renews their deadline;
+//     they are never purged while they wait (unlike Redisson, see its issue
+//     3004), however long the lock is held.
+//   - On release only the head of the queue is woken, on its own channel.
+func (c *Client) NewFairLock(name string) *Lock {
+	return c.newLock(name, fair)
+}
+
+func (l *Lock) fairKeys() (queue, timeouts string) {
+	return tag(queuePrefix, l.name), tag(timeoutPrefix, l.name)
+}
+
+// waiterChannel is the channel on which the fair lock wakes this handle.
+func (l *Lock) waiterChannel() string { return l.channel + ":" + l.field }
+
+func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (*int64, error) {
+	if want == 1 {
+		w.queued = true // from now on the waiter may stand in the queue
+	}
+	queue, timeouts := l.fairKeys()
+	return generated.FairAcquire(ctx, l.c.rdb,
+		generated.FairAcquireKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
+		generated.FairAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, WaitMS: l.c.cfg.FairWait.Milliseconds(),
+			Holds: int64(want), Publish: l.c.cfg.publish})
+}
+
+func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, req string) (*int64, error) {
+	queue, timeouts := l.fairKeys()
+	return generated.FairRelease(ctx, l.c.rdb,
+		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
+			Latch: tag(latchPrefix, l.name) + ":" + req},
+		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
+			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
+}
+
+func (l *Lock) runFairForceRelease(ctx context.Context) (bool, error) {
+	queue, timeouts := l.fairKeys()
+	return generated.FairForceRelease(ctx, l.c.rdb,
+		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
+		generated.FairForceReleaseArgs{Publish: l.c.cfg.publish})
+}
+
+// giveUp takes the handle out of the fair queue after a wait that did not
+// get the lock. It runs even when ctx has ended.
+func (l *Lock) giveUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	queue, timeouts := l.fairKeys()
+	_, _ = generated.FairLeave(ctx, l.c.rdb,
+		generated.FairLeaveKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
+		generated.FairLeaveArgs{Field: l.field, WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
+}

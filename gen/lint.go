@@ -1,0 +1,32 @@
+package gen
+
+import (
+	"io/fs"
+)
+
+// Lint parses every script of cfg.Src in fsys and checks it. It returns every
+// finding, sorted by file, line, column and rule: folder and file problems,
+// header errors, syntax errors and the AST rules (see Rules). A finding on a
+// line that carries a "luagen:ignore" comment naming its rule (or naming no
+// rule) is dropped; folder, file and header findings cannot be silenced.
+func Lint(fsys fs.FS, cfg Config) []Diagnostic {
+	scripts, diags := Parse(fsys, cfg)
+	for _, s := range scripts {
+		diags = append(diags, lintScript(s)...)
+	}
+	SortDiagnostics(diags)
+	return diags
+}
+
+// lintScript runs the syntax check and the AST rules on one script and drops
+// the findings its luagen:ignore comments silence.
+func lintScript(s *Script) []Diagnostic {
+	var out []Diagnostic
+	for _, d := range lintAST(s) {
+		if d.Rule != RuleSyntax && s.silenced(d.Line, d.Rule) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package gen
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Rule names of the syntax check and of the AST rules. Each names the rule in
+// diagnostics and in luagen:ignore comments.
+const (
+	// RuleSyntax is the rule of parse errors. When a script does not parse,
+	// it is the only finding of the AST rules.
+	RuleSyntax = "syntax"
+	// RuleGlobalAssign: an assignment to a global variable, a global function
+	// (function f() end where f is not a local) or a write to a field of a
+	// global table (function a.b() end, a.b = v). Redis forbids globals.
+	RuleGlobalAssign = "global-assign"
+	// RuleUndefinedGlobal: a read of a name that is neither a local in scope
+	// nor one of Globals.
+	RuleUndefinedGlobal = "undefined-global"
+	// RuleForbiddenCall: a reference to loadstring, load, setfenv, getfenv,
+	// dofile, loadfile, require or module, which Redis does not provide or
+	// which escape its sandbox.
+	RuleForbiddenCall = "forbidden-call"
+	// RuleGoto: a goto statement or a label, which Redis's Lua 5.1 rejects.
+	RuleGoto = "goto"
+	// RuleKeysRange: KEYS[n] with a literal n below 1 or beyond the keys the
+	// header declares (unless the last @key is variadic).
+	RuleKeysRange = "keys-range"
+	// RuleArgvRange: ARGV[n] with a literal n below 1 or beyond the args the
+	// header declares (unless the last @arg is variadic).
+	RuleArgvRange = "argv-range"
+	// RuleUnusedKey: a declared @key that the script never reads.
+	RuleUnusedKey = "unused-key"
+	// RuleUnusedArg: a declared @arg that the script never reads.
+	RuleUnusedArg = "unused-arg"
+	// RuleNonKeyArgument: a key argument of redis.call or redis.pcall that
+	// does not come from KEYS (see CommandKeys).
+	RuleNonKeyArgument = "non-key-argument"
+	// RuleShadowedLocal (warning): a local that shadows a local of an
+	// enclosing scope or redeclares one of the same scope.
+	RuleShadowedLocal = "shadowed-local"
+	// RuleUnusedLocal (warning): a local variable, local function or loop
+	// variable that is never read. Names starting with "_" and function
+	// parameters are not reported.
+	RuleUnusedLocal = "unused-local"
+)
+
+// RuleInfo describes one rule of the syntax check or the AST rules.
+type RuleInfo struct {
+	Name     string
+	Severity Severity
+	Doc      string
+}
+
+// Rules lists the syntax check and the AST rules that Lint runs on every
+// script, with their severity and a one-line description.
+var Rules = []RuleInfo{
+	{RuleSyntax, Error, "the script does not parse as Lua"},
+	{RuleGlobalAssign, Error, "assignment to a global, a global function or a field of a global table"},
+	{RuleUndefinedGlobal, Error, "read of a name that is neither a local nor a global Redis provides"},
+	{RuleForbiddenCall, Error, "loadstring, load, setfenv, getfenv, dofile, loadfile, require or module"},
+	{RuleGoto, Error, "goto or a label, which Lua 5.1 rejects"},
+	{RuleKeysRange, Error, "KEYS[n] with a literal n outside the keys the header declares"},
+	{RuleArgvRange, Error, "ARGV[n] with a literal n outside the args the header declares"},
+	{RuleUnusedKey, Error, "a declared @key the script never reads"},
+	{RuleUnusedArg, Error, "a declared @arg the script never reads"},
+	{RuleNonKeyArgument, Error, "a key passed to redis.call or redis.pcall that does not come from KEYS"},
+	{RuleShadowedLocal, Warning, "a local that shadows or redeclares another local"},
+	{RuleUnusedLocal, Warning, "a local variable, local function or loop variable never read"},
+}
+
+// Globals is the sorted list of the global names a script may read: Redis's
+// Lua 5.1 environment. Any other global read is an undefined-global finding.
+var Globals = []string{
+	"ARGV", "KEYS", "_G", "_VERSION", "assert", "bit", "cjson", "cmsgpack",
+	"error", "getmetatable", "ipairs", "math", "next", "pairs", "pcall",
+	"rawequal", "rawget", "rawset", "redis", "select", "setmetatable",
+	"string", "struct", "table", "tonumber", "tostring", "type", "unpack",
+	"xpcall",
+}
+
+// forbidden maps the globals a script may not reference to the reason.
+var forbidden = map[string]string{
+	"loadstring": "loadstring escapes the sandbox: Redis scripts may not compile code at run time; write the code in the script",
+	"load":       "load escapes the sandbox: Redis scripts may not compile code at run time; write the code in the script",
+	"setfenv":    "setfenv escapes the sandbox: Redis scripts may not change environments; use locals",
+	"getfenv":    "getfenv escapes the sandbox: Redis scripts may not read environments; use locals",
+	"dofile":     "Redis does not provide dofile: a script cannot read files; put the code in the script",
+	"loadfile":   "Redis does not provide loadfile: a script cannot read files; put the code in the script",
+	"require":    "Redis does not provide require: a script cannot load modules; put the code in the script",
+	"module":     "Redis does not provide module: a script cannot define modules; use local tables and functions",
+}
+
+// lintAST parses the script with gopher-lua and runs the AST rules on it. A
+// script that does not parse gets a single syntax finding.
+func lintAST(s *Script) []Diagnostic {
+	src := s.Source
+	if s.Shebang != "" {
+		// Blank the #! line but keep its line break, so lines stay numbered.
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			src = append([]byte(nil), src[i:]...)
+		} else {
+			src = nil
+		}
+	}
+	chunk, err := parse.Parse(bytes.NewReader(src), s.File)
+	if err != nil {
+		return []Diagnostic{syntaxDiagnostic(s.File, src, err)}
+	}
+	l := newLinter(s, src)
+	l.run(chunk)
+	SortDiagnostics(l.diags)
+	return l.diags
+}
+
+// syntaxDiagnostic turns a gopher-lua parse error into a finding.
+func syntaxDiagnostic(file string, src []byte, err error) Diagnostic {
+	d := Diagnostic{File: file, Line: 1, Col: 1, Rule: RuleSyntax}
+	var pe *parse.Error
+	if !errors.As(err, &pe) {
+		d.Message = "the script does not parse: " + strings.TrimSpace(err.Error())
+		return d
+	}
+	lines := strings.Split(string(src), "\n")
+	if len(lines) > 1 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1] // the empty text after the final newline
+	}
+	msg := pe.Message
+	tok := pe.Token
+	if i := strings.IndexAny(tok, "\r\n"); i >= 0 {
+		tok = tok[:i]
+	}
+	if len(tok) > 30 {
+		tok = tok[:30] + "..."
+	}
+	switch {
+	case pe.Pos.Line == parse.EOF || pe.Pos.Line > len(lines)+1 ||
+		(pe.Pos.Line == len(lines)+1 && pe.Pos.Column > 0):
+		d.Line = len(lines)
+		d.Col = len(strings.TrimRight(lines[len(lines)-1], "\r")) + 1
+		d.Message = msg + " at the end of the file"
+		if msg == "syntax error" {
+			d.Message += ": is an end, a closing bracket or an expression missing?"
+		}
+		return d
+	case pe.Pos.Column == 0 && pe.Pos.Line > 1:
+		// The scanner stopped on a line break: the error is at the end of
+		// the line before (an unterminated string, for instance).
+		d.Line = pe.Pos.Line - 1
+		text := lines[d.Line-1]
+		d.Col = len(text) + 1
+		if i := strings.LastIndex(text, tok); tok != "" && i >= 0 {
+			d.Col = i + 1
+			if i > 0 && (text[i-1] == '"' || text[i-1] == '\'') {
+				d.Col = i // point at the opening quote
+			}
+		}
+	default:
+		d.Line = max(pe.Pos.Line, 1)
+		text := lines[d.Line-1]
+		col := max(pe.Pos.Column, 1)
+		// The parser reports the column of the last byte of the token it
+		// could not take; point at its first byte.
+		if tok != "" && !strings.HasPrefix(text[min(col-1, len(text)):], tok) &&
+			col-len(tok) >= 0 && col <= len(text) && text[col-len(tok):col] == tok {
+			col = col - len(tok) + 1
+		}
+		d.Col = col
+	}
+	if tok != "" {
+		d.Message = fmt.Sprintf("%s near '%s'", msg, tok)
+	} else {
+		d.Message = msg
+	}
+	return d
+}
+
+// isGlobalName reports whether name is one of Globals.
+func isGlobalName(name string) bool {
+	for _, g := range Globals {
+		if g == name {
+			return true
+		}
+	}
+	return false
+}
+
+// exprLine returns the line of an expression, 0 for nil.
+func exprLine(e ast.Expr) int {
+	if e == nil {
+		return 0
+	}
+	return e.Line()
+}

@@ -1,0 +1,811 @@
+package gen
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/yuin/gopher-lua/ast"
+)
+
+type varKind uint8
+
+const (
+	varLocal varKind = iota
+	varParam
+	varLoop
+	varFunc
+)
+
+// what names a kind of variable in messages.
+func (k varKind) what() string {
+	switch k {
+	case varParam:
+		return "parameter"
+	case varLoop:
+		return "loop variable"
+	case varFunc:
+		return "local function"
+	}
+	return "local"
+}
+
+// lvar is one declared local variable.
+type lvar struct {
+	name      string
+	kind      varKind
+	line, col int
+	reads     int
+	// assigned is set by the first assignment; keys and keysTable stay true
+	// while every value assigned so far is an entry of KEYS (keys) or the
+	// KEYS table itself (keysTable).
+	assigned  bool
+	keys      bool
+	keysTable bool
+}
+
+type lscope struct {
+	parent *lscope
+	vars   map[string]*lvar
+}
+
+// paramUse records how a script reads KEYS or ARGV.
+type paramUse struct {
+	all     bool         // a non-literal index or the table used as a value
+	literal map[int]bool // positions read as KEYS[n] with a literal n
+}
+
+// valInfo is what the alias tracking knows of an assigned value.
+type valInfo struct{ keys, keysTable bool }
+
+type linter struct {
+	s        *Script
+	lines    []string
+	toks     []luaToken
+	cur      int                    // index of the last identifier token matched to the AST
+	cursors  map[string]int         // last token found by find, per purpose
+	identTok map[*ast.IdentExpr]int // the token of each identifier met
+	scope    *lscope
+	vars     []*lvar
+	keys     paramUse
+	argv     paramUse
+	diags    []Diagnostic
+}
+
+func newLinter(s *Script, src []byte) *linter {
+	return &linter{
+		s:        s,
+		lines:    strings.Split(string(src), "\n"),
+		toks:     lexLua(src),
+		cur:      -1,
+		cursors:  map[string]int{},
+		identTok: map[*ast.IdentExpr]int{},
+		keys:     paramUse{literal: map[int]bool{}},
+		argv:     paramUse{literal: map[int]bool{}},
+	}
+}
+
+func (l *linter) run(chunk []ast.Stmt) {
+	l.scope = &lscope{vars: map[string]*lvar{}}
+	l.stmts(chunk)
+	l.finish()
+}
+
+// report adds a finding at a token, or at column 1 of line when tok < 0.
+func (l *linter) report(tok, line int, rule string, sev Severity, format string, a ...any) {
+	col := 1
+	if tok >= 0 && tok < len(l.toks) {
+		line, col = l.toks[tok].line, l.toks[tok].col
+	}
+	l.diags = append(l.diags, Diagnostic{
+		File: l.s.File, Line: line, Col: col, Rule: rule, Severity: sev,
+		Message: fmt.Sprintf(format, a...),
+	})
+}
+
+// match finds the identifier token of a name the walk meets on line (or up
+// to maxLine for declarations): the first one spelled name after the last
+// token matched. The walk visits names in source order, so this pairs every
+// name of the AST with its token. It returns -1 when there is none.
+func (l *linter) match(name string, line, maxLine int) int {
+	for j := l.cur + 1; j < len(l.toks); j++ {
+		t := l.toks[j]
+		if t.line < line {
+			continue
+		}
+		if t.line > maxLine {
+			break
+		}
+		if t.kind == tokIdent && !t.field && t.text == name {
+			l.cur = j
+			return j
+		}
+	}
+	// Out of step: take the first such token of the line.
+	for j, t := range l.toks {
+		if t.line == line && t.kind == tokIdent && !t.field && t.text == name {
+			return j
+		}
+	}
+	return -1
+}
+
+// find returns the next token on line, after the last one find returned for
+// the same purpose, for which ok holds; -1 when there is none.
+func (l *linter) find(purpose string, line int, ok func(luaToken) bool) int {
+	start := 0
+	if c, seen := l.cursors[purpose]; seen {
+		start = c + 1
+	}
+	for j := start; j < len(l.toks); j++ {
+		t := l.toks[j]
+		if t.line > line {
+			break
+		}
+		if t.line == line && ok(t) {
+			l.cursors[purpose] = j
+			return j
+		}
+	}
+	return -1
+}
+
+func (l *linter) push() { l.scope = &lscope{parent: l.scope, vars: map[string]*lvar{}} }
+func (l *linter) pop()  { l.scope = l.scope.parent }
+
+// lookup returns the local a name refers to, nil for a global.
+func (l *linter) lookup(name string) *lvar {
+	for sc := l.scope; sc != nil; sc = sc.parent {
+		if v, ok := sc.vars[name]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+// declare brings a local into the current scope, warning when it shadows or
+// redeclares another.
+func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true}
+	if tok >= 0 {
+		v.line, v.col = l.toks[tok].line, l.toks[tok].col
+	}
+	if name != "_" {
+		if prev, ok := l.scope.vars[name]; ok {
+			l.report(tok, line, RuleShadowedLocal, Warning,
+				"%s %s redeclares the %s %s of line %d in the same scope: assign to it, or use another name",
+				kind.what(), name, prev.kind.what(), name, prev.line)
+		} else if prev := l.lookup(name); prev != nil {
+			l.report(tok, line, RuleShadowedLocal, Warning,
+				"%s %s shadows the %s %s of line %d: use another name",
+				kind.what(), name, prev.kind.what(), name, prev.line)
+		}
+	}
+	l.scope.vars[name] = v
+	l.vars = append(l.vars, v)
+	return v
+}
+
+// assign records a value assigned to a local.
+func (l *linter) assign(v *lvar, val valInfo) {
+	v.assigned = true
+	v.keys = v.keys && val.keys
+	v.keysTable = v.keysTable && val.keysTable
+}
+
+func (l *linter) stmts(list []ast.Stmt) {
+	for _, st := range list {
+		l.stmt(st)
+	}
+}
+
+func (l *linter) block(list []ast.Stmt) {
+	l.push()
+	l.stmts(list)
+	l.pop()
+}
+
+func (l *linter) stmt(st ast.Stmt) {
+	switch st := st.(type) {
+	case *ast.AssignStmt:
+		targets := make([]*lvar, len(st.Lhs))
+		for i, lhs := range st.Lhs {
+			switch t := lhs.(type) {
+			case *ast.IdentExpr:
+				tok := l.match(t.Value, t.Line(), t.Line())
+				l.identTok[t] = tok
+				if v := l.lookup(t.Value); v != nil {
+					targets[i] = v
+				} else {
+					l.report(tok, t.Line(), RuleGlobalAssign, Error,
+						"assignment to global %s: Redis forbids globals; declare it with local", t.Value)
+				}
+			case *ast.AttrGetExpr:
+				if id, ok := t.Object.(*ast.IdentExpr); ok && l.isParamTable(id) {
+					l.expr(t)
+					break
+				}
+				l.fieldWrite(t.Object, "assignment to a field of global %s: Redis forbids changing globals; keep the table in a local")
+				l.expr(t.Key)
+			default:
+				l.expr(lhs)
+			}
+		}
+		for _, e := range st.Rhs {
+			l.expr(e)
+		}
+		vals := l.values(st.Rhs, len(st.Lhs))
+		for i, v := range targets {
+			if v != nil {
+				l.assign(v, vals[i])
+			}
+		}
+
+	case *ast.LocalAssignStmt:
+		maxLine := st.Line()
+		if len(st.Exprs) > 0 {
+			maxLine = max(maxLine, st.Exprs[0].Line())
+		}
+		toks := make([]int, len(st.Names))
+		for i, name := range st.Names {
+			toks[i] = l.match(name, st.Line(), maxLine)
+		}
+		if f, ok := l.localFunction(st, toks); ok {
+			v := l.declare(st.Names[0], varFunc, toks[0], st.Line())
+			l.assign(v, valInfo{})
+			l.function(f, false)
+			break
+		}
+		for _, e := range st.Exprs {
+			l.expr(e)
+		}
+		vals := l.values(st.Exprs, len(st.Names))
+		for i, name := range st.Names {
+			v := l.declare(name, varLocal, toks[i], st.Line())
+			if len(st.Exprs) > 0 {
+				l.assign(v, vals[i])
+			}
+		}
+
+	case *ast.FuncCallStmt:
+		l.expr(st.Expr)
+
+	case *ast.DoBlockStmt:
+		l.block(st.Stmts)
+
+	case *ast.WhileStmt:
+		l.expr(st.Condition)
+		l.block(st.Stmts)
+
+	case *ast.RepeatStmt:
+		// The condition sees the locals of the body.
+		l.push()
+		l.stmts(st.Stmts)
+		l.expr(st.Condition)
+		l.pop()
+
+	case *ast.IfStmt:
+		l.expr(st.Condition)
+		l.block(st.Then)
+		l.block(st.Else)
+
+	case *ast.NumberForStmt:
+		tok := l.match(st.Name, st.Line(), max(st.Line(), exprLine(st.Init)))
+		l.expr(st.Init)
+		l.expr(st.Limit)
+		l.expr(st.Step)
+		// The loop variable has a scope of its own around the body: a local
+		// of the body named like it shadows it.
+		l.push()
+		v := l.declare(st.Name, varLoop, tok, st.Line())
+		l.assign(v, valInfo{})
+		l.block(st.Stmts)
+		l.pop()
+
+	case *ast.GenericForStmt:
+		maxLine := st.Line()
+		if len(st.Exprs) > 0 {
+			maxLine = max(maxLine, st.Exprs[0].Line())
+		}
+		toks := make([]int, len(st.Names))
+		for i, name := range st.Names {
+			toks[i] = l.match(name, st.Line(), maxLine)
+		}
+		for _, e := range st.Exprs {
+			l.expr(e)
+		}
+		overKeys := len(st.Exprs) == 1 && l.iteratesKeys(st.Exprs[0])
+		l.push()
+		for i, name := range st.Names {
+			v := l.declare(name, varLoop, toks[i], st.Line())
+			l.assign(v, valInfo{keys: overKeys && i == 1})
+		}
+		l.block(st.Stmts)
+		l.pop()
+
+	case *ast.FuncDefStmt:
+		l.funcDef(st)
+
+	case *ast.ReturnStmt:
+		for _, e := range st.Exprs {
+			l.expr(e)
+		}
+
+	case *ast.LabelStmt:
+		tok := l.find("label", st.Line(), func(t luaToken) bool { return t.kind == tokPunct && t.text == "::" })
+		l.find("label", st.Line(), func(t luaToken) bool { return t.kind == tokPunct && t.text == "::" }) // the closing ::
+		l.report(tok, st.Line(), RuleGoto, Error,
+			"label ::%s:: is Lua 5.2 syntax and Redis runs Lua 5.1, which rejects it: use a loop with break or a flag", st.Name)
+
+	case *ast.GotoStmt:
+		tok := l.find("goto", st.Line(), func(t luaToken) bool { return t.kind == tokKeyword && t.text == "goto" })
+		l.report(tok, st.Line(), RuleGoto, Error,
+			"goto is Lua 5.2 syntax and Redis runs Lua 5.1, which rejects it: use a loop with break or a flag")
+	}
+}
+
+// localFunction reports whether a local statement is "local function f",
+// which gopher-lua parses like "local f = function": only the tokens tell.
+func (l *linter) localFunction(st *ast.LocalAssignStmt, toks []int) (*ast.FunctionExpr, bool) {
+	if len(st.Names) != 1 || len(st.Exprs) != 1 || toks[0] < 2 {
+		return nil, false
+	}
+	f, ok := st.Exprs[0].(*ast.FunctionExpr)
+	if !ok {
+		return nil, false
+	}
+	kw, local := l.toks[toks[0]-1], l.toks[toks[0]-2]
+	if kw.kind == tokKeyword && kw.text == "function" && local.kind == tokKeyword && local.text == "local" {
+		return f, true
+	}
+	return nil, false
+}
+
+func (l *linter) funcDef(st *ast.FuncDefStmt) {
+	name := st.Name
+	method := name.Func == nil
+	if method {
+		l.fieldWrite(name.Receiver, "function "+funcName(name)+" sets a field of global %s: Redis forbids changing globals; keep the table in a local")
+	} else {
+		switch t := name.Func.(type) {
+		case *ast.IdentExpr:
+			tok := l.match(t.Value, t.Line(), t.Line())
+			l.identTok[t] = tok
+			if v := l.lookup(t.Value); v != nil {
+				l.assign(v, valInfo{})
+			} else {
+				l.report(tok, t.Line(), RuleGlobalAssign, Error,
+					"function %s is global: Redis forbids globals; declare it as local function %s", t.Value, t.Value)
+			}
+		case *ast.AttrGetExpr:
+			l.fieldWrite(t.Object, "function "+funcName(name)+" sets a field of global %s: Redis forbids changing globals; keep the table in a local")
+			l.expr(t.Key)
+		}
+	}
+	l.function(st.Func, method)
+}
+
+// funcName spells the name of a function statement: a.b.c or a.b:c.
+func funcName(n *ast.FuncName) string {
+	var spell func(e ast.Expr) string
+	spell = func(e ast.Expr) string {
+		switch e := e.(type) {
+		case *ast.IdentExpr:
+			return e.Value
+		case *ast.AttrGetExpr:
+			if k, ok := e.Key.(*ast.StringExpr); ok {
+				return spell(e.Object) + "." + k.Value
+			}
+			return spell(e.Object) + "[...]"
+		}
+		return "?"
+	}
+	if n.Func == nil {
+		return spell(n.Receiver) + ":" + n.Method
+	}
+	return spell(n.Func)
+}
+
+// fieldWrite handles the table whose field an assignment or a function
+// statement sets. When the table is reached from a global, that is a write
+// to a global: format says so, with %s for the global's name.
+func (l *linter) fieldWrite(obj ast.Expr, format string) {
+	var chain []ast.Expr // the index keys from the root outward
+	root := obj
+	for {
+		a, ok := root.(*ast.AttrGetExpr)
+		if !ok {
+			break
+		}
+		chain = append([]ast.Expr{a.Key}, chain...)
+		root = a.Object
+	}
+	id, ok := root.(*ast.IdentExpr)
+	if !ok || l.lookup(id.Value) != nil || l.isParamTable(id) {
+		l.expr(obj)
+		return
+	}
+	tok := l.match(id.Value, id.Line(), id.Line())
+	l.identTok[id] = tok
+	l.report(tok, id.Line(), RuleGlobalAssign, Error, format, id.Value)
+	for _, k := range chain {
+		l.expr(k)
+	}
+}
+
+// function walks a function body in a new scope holding its parameters.
+func (l *linter) function(f *ast.FunctionExpr, method bool) {
+	l.push()
+	if method {
+		v := &lvar{name: "self", kind: varParam, line: f.Line(), assigned: true}
+		l.scope.vars["self"] = v
+	}
+	if f.ParList != nil {
+		for _, name := range f.ParList.Names {
+			tok := l.match(name, f.Line(), max(f.Line(), f.LastLine()))
+			v := l.declare(name, varParam, tok, f.Line())
+			l.assign(v, valInfo{})
+		}
+	}
+	l.stmts(f.Stmts)
+	l.pop()
+}
+
+// values tells, for each of n targets, what the alias tracking knows of the
+// value the expression list gives it.
+func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
+	out := make([]valInfo, n)
+	for i := range out {
+		switch {
+		case i < len(exprs):
+			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i])}
+		case len(exprs) > 0:
+			// Extra targets take the further results of a final call.
+			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
+		}
+	}
+	return out
+}
+
+// isParamTable reports whether id is the global KEYS or ARGV.
+func (l *linter) isParamTable(id *ast.IdentExpr) bool {
+	return (id.Value == "KEYS" || id.Value == "ARGV") && l.lookup(id.Value) == nil
+}
+
+// isKeysTable reports whether e is the KEYS table or a local that holds it.
+func (l *linter) isKeysTable(e ast.Expr) bool {
+	id, ok := e.(*ast.IdentExpr)
+	if !ok {
+		return false
+	}
+	if v := l.lookup(id.Value); v != nil {
+		return v.assigned && v.keysTable
+	}
+	return id.Value == "KEYS"
+}
+
+// fromKeys reports whether e is an entry of KEYS: KEYS[...], a local whose
+// every assignment so far is one, unpack(KEYS), or a or b of two of those.
+func (l *linter) fromKeys(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.AttrGetExpr:
+		return l.isKeysTable(e.Object)
+	case *ast.IdentExpr:
+		v := l.lookup(e.Value)
+		return v != nil && v.assigned && v.keys
+	case *ast.LogicalOpExpr:
+		return e.Operator == "or" && l.fromKeys(e.Lhs) && l.fromKeys(e.Rhs)
+	case *ast.FuncCallExpr:
+		return l.isUnpackKeys(e)
+	}
+	return false
+}
+
+// isUnpackKeys reports whether e is unpack(KEYS, ...).
+func (l *linter) isUnpackKeys(e ast.Expr) bool {
+	c, ok := e.(*ast.FuncCallExpr)
+	if !ok || len(c.Args) == 0 {
+		return false
+	}
+	f, ok := c.Func.(*ast.IdentExpr)
+	return ok && f.Value == "unpack" && l.lookup("unpack") == nil && l.isKeysTable(c.Args[0])
+}
+
+// iteratesKeys reports whether e is ipairs(KEYS) or pairs(KEYS).
+func (l *linter) iteratesKeys(e ast.Expr) bool {
+	c, ok := e.(*ast.FuncCallExpr)
+	if !ok || len(c.Args) != 1 {
+		return false
+	}
+	f, ok := c.Func.(*ast.IdentExpr)
+	return ok && (f.Value == "ipairs" || f.Value == "pairs") && l.lookup(f.Value) == nil && l.isKeysTable(c.Args[0])
+}
+
+func (l *linter) expr(e ast.Expr) {
+	switch e := e.(type) {
+	case nil:
+	case *ast.IdentExpr:
+		l.read(e)
+	case *ast.AttrGetExpr:
+		if id, ok := e.Object.(*ast.IdentExpr); ok && l.lookup(id.Value) == nil {
+			switch id.Value {
+			case "KEYS", "ARGV":
+				tok := l.match(id.Value, id.Line(), id.Line())
+				l.identTok[id] = tok
+				l.index(id.Value, tok, e.Key)
+				return
+			case "_G":
+				if k, ok := e.Key.(*ast.StringExpr); ok {
+					if msg, bad := forbidden[k.Value]; bad {
+						tok := l.match(id.Value, id.Line(), id.Line())
+						l.identTok[id] = tok
+						l.report(tok, id.Line(), RuleForbiddenCall, Error, "%s", msg)
+						return
+					}
+				}
+			}
+		}
+		l.expr(e.Object)
+		l.expr(e.Key)
+	case *ast.FuncCallExpr:
+		if e.Func != nil {
+			l.expr(e.Func)
+		} else {
+			l.expr(e.Receiver)
+		}
+		for _, a := range e.Args {
+			l.expr(a)
+		}
+		l.checkCall(e)
+	case *ast.TableExpr:
+		for _, f := range e.Fields {
+			l.expr(f.Key)
+			l.expr(f.Value)
+		}
+	case *ast.FunctionExpr:
+		l.function(e, false)
+	case *ast.LogicalOpExpr:
+		l.expr(e.Lhs)
+		l.expr(e.Rhs)
+	case *ast.RelationalOpExpr:
+		l.expr(e.Lhs)
+		l.expr(e.Rhs)
+	case *ast.StringConcatOpExpr:
+		l.expr(e.Lhs)
+		l.expr(e.Rhs)
+	case *ast.ArithmeticOpExpr:
+		l.expr(e.Lhs)
+		l.expr(e.Rhs)
+	case *ast.UnaryMinusOpExpr:
+		l.expr(e.Expr)
+	case *ast.UnaryNotOpExpr:
+		l.expr(e.Expr)
+	case *ast.UnaryLenOpExpr:
+		l.expr(e.Expr)
+	}
+}
+
+// read handles a name read as a value.
+func (l *linter) read(id *ast.IdentExpr) {
+	tok := l.match(id.Value, id.Line(), id.Line())
+	l.identTok[id] = tok
+	if v := l.lookup(id.Value); v != nil {
+		v.reads++
+		return
+	}
+	name := id.Value
+	if msg, ok := forbidden[name]; ok {
+		l.report(tok, id.Line(), RuleForbiddenCall, Error, "%s", msg)
+		return
+	}
+	switch {
+	case name == "KEYS":
+		l.keys.all = true
+	case name == "ARGV":
+		l.argv.all = true
+	case !isGlobalName(name):
+		l.report(tok, id.Line(), RuleUndefinedGlobal, Error,
+			"undefined global %s: a Redis script sees only its locals and the globals Redis provides; declare it with local or check the spelling", name)
+	}
+}
+
+// index handles KEYS[key] or ARGV[key]; tok is the token of KEYS or ARGV.
+func (l *linter) index(table string, tok int, key ast.Expr) {
+	use, params, rule, tag, noun := &l.keys, l.s.Keys, RuleKeysRange, "@key", "key"
+	if table == "ARGV" {
+		use, params, rule, tag, noun = &l.argv, l.s.Args, RuleArgvRange, "@arg", "arg"
+	}
+	if _, ok := key.(*ast.StringExpr); ok {
+		return // KEYS.name: not a position
+	}
+	text, n, ok := literalIndex(key)
+	if !ok {
+		use.all = true
+		l.expr(key)
+		return
+	}
+	line := key.Line()
+	variadic := len(params) > 0 && params[len(params)-1].Variadic
+	switch {
+	case n != math.Trunc(n):
+		l.report(tok, line, rule, Error, "%s[%s] is not a whole number: %s positions are 1, 2, 3...", table, text, table)
+	case n < 1:
+		l.report(tok, line, rule, Error, "%s[%s] is before the first %s: %s counts from 1", table, text, noun, table)
+	case n > float64(len(params)) && !variadic:
+		plural := "s"
+		if len(params) == 1 {
+			plural = ""
+		}
+		l.report(tok, line, rule, Error, "%s[%s] is beyond the %d %s%s the header declares (%s): declare another %s or fix the index",
+			table, text, len(params), noun, plural, tag, tag)
+	default:
+		use.literal[int(n)] = true
+	}
+}
+
+// literalIndex reads a number literal, possibly negated: its text as
+// written, its value and whether it is one.
+func literalIndex(e ast.Expr) (string, float64, bool) {
+	sign := ""
+	if m, ok := e.(*ast.UnaryMinusOpExpr); ok {
+		sign, e = "-", m.Expr
+	}
+	num, ok := e.(*ast.NumberExpr)
+	if !ok {
+		return "", 0, false
+	}
+	v, ok := parseLuaNumber(num.Value)
+	if !ok {
+		return "", 0, false
+	}
+	if sign != "" {
+		v = -v
+	}
+	return sign + num.Value, v, true
+}
+
+// parseLuaNumber parses a Lua 5.1 number literal: decimal or 0x hexadecimal.
+func parseLuaNumber(s string) (float64, bool) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		u, err := strconv.ParseUint(s[2:], 16, 64)
+		return float64(u), err == nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// checkCall checks the keys passed to redis.call and redis.pcall.
+func (l *linter) checkCall(c *ast.FuncCallExpr) {
+	fa, ok := c.Func.(*ast.AttrGetExpr)
+	if !ok || len(c.Args) == 0 {
+		return
+	}
+	obj, ok := fa.Object.(*ast.IdentExpr)
+	method, ok2 := fa.Key.(*ast.StringExpr)
+	if !ok || !ok2 || obj.Value != "redis" || l.lookup("redis") != nil || (method.Value != "call" && method.Value != "pcall") {
+		return
+	}
+	cmd, ok := c.Args[0].(*ast.StringExpr)
+	if !ok {
+		return
+	}
+	spec, ok := CommandKeys[strings.ToLower(cmd.Value)]
+	if !ok {
+		return
+	}
+	positions := spec.positions(len(c.Args) - 1)
+	for _, p := range positions {
+		arg := c.Args[p]
+		if l.fromKeys(arg) {
+			continue
+		}
+		which := "the key"
+		if len(positions) > 1 || spec.Last != spec.First {
+			which = fmt.Sprintf("key argument %d", p)
+		}
+		// Point at the argument when it starts with a name, else at redis.
+		tok := -1
+		if t, ok := l.identTok[obj]; ok {
+			tok = t
+		}
+		if id := leftmostIdent(arg); id != nil {
+			if t, ok := l.identTok[id]; ok && t >= 0 {
+				tok = t
+			}
+		}
+		l.report(tok, c.Line(), RuleNonKeyArgument, Error,
+			"redis.%s('%s', ...): %s is not taken from KEYS; Redis Cluster needs every key declared: pass it in KEYS and declare it with @key",
+			method.Value, cmd.Value, which)
+	}
+}
+
+// leftmostIdent returns the name an expression starts with, if any.
+func leftmostIdent(e ast.Expr) *ast.IdentExpr {
+	for {
+		switch x := e.(type) {
+		case *ast.IdentExpr:
+			return x
+		case *ast.AttrGetExpr:
+			e = x.Object
+		case *ast.FuncCallExpr:
+			if x.Func != nil {
+				e = x.Func
+			} else {
+				e = x.Receiver
+			}
+		case *ast.StringConcatOpExpr:
+			e = x.Lhs
+		case *ast.ArithmeticOpExpr:
+			e = x.Lhs
+		case *ast.LogicalOpExpr:
+			e = x.Lhs
+		case *ast.RelationalOpExpr:
+			e = x.Lhs
+		default:
+			return nil
+		}
+	}
+}
+
+// finish reports the unused locals, keys and args.
+func (l *linter) finish() {
+	for _, v := range l.vars {
+		if v.reads > 0 || v.kind == varParam || strings.HasPrefix(v.name, "_") {
+			continue
+		}
+		d := Diagnostic{File: l.s.File, Line: v.line, Col: v.col, Rule: RuleUnusedLocal, Severity: Warning}
+		switch v.kind {
+		case varLoop:
+			d.Message = fmt.Sprintf("loop variable %s is never read: name it _", v.name)
+		case varFunc:
+			d.Message = fmt.Sprintf("local function %s is never called: remove it", v.name)
+		default:
+			d.Message = fmt.Sprintf("local %s is never read: remove it, or name it _ if a value must be skipped", v.name)
+		}
+		l.diags = append(l.diags, d)
+	}
+	l.unusedParams(l.s.Keys, &l.keys, "KEYS", "@key", RuleUnusedKey)
+	l.unusedParams(l.s.Args, &l.argv, "ARGV", "@arg", RuleUnusedArg)
+}
+
+func (l *linter) unusedParams(params []Param, use *paramUse, table, tag, rule string) {
+	if use.all {
+		return
+	}
+	for i, p := range params {
+		pos := i + 1
+		used := use.literal[pos]
+		if p.Variadic {
+			for n := range use.literal {
+				used = used || n >= pos
+			}
+		}
+		if used {
+			continue
+		}
+		msg := fmt.Sprintf("%s %s is never used: read it as %s[%d], or remove it from the header", tag, p.Name, table, pos)
+		if p.Variadic {
+			msg = fmt.Sprintf("%s %s... is never used: read %s[%d] and after, or remove it from the header", tag, p.Name, table, pos)
+		}
+		l.diags = append(l.diags, Diagnostic{File: l.s.File, Line: p.Line, Col: l.headerCol(p.Line, tag, p.Name), Rule: rule, Message: msg})
+	}
+}
+
+// headerCol finds the column of a parameter's name in its header line.
+func (l *linter) headerCol(line int, tag, name string) int {
+	if line < 1 || line > len(l.lines) {
+		return 1
+	}
+	text := l.lines[line-1]
+	at := strings.Index(text, tag)
+	if at < 0 {
+		return 1
+	}
+	at += len(tag)
+	i := strings.Index(text[at:], name)
+	if i < 0 {
+		return 1
+	}
+	return at + i + 1
+}

@@ -1,0 +1,179 @@
+package gen
+
+import (
+	"strings"
+)
+
+// Config says where the scripts are and what package to generate.
+type Config struct {
+	// Src is the folder of .lua files inside the fs.FS given to Lint,
+	// Parse and Generate. It also prefixes every path in diagnostics and in
+	// generated comments, so pass it relative to the module root. Default "lua".
+	Src string
+	// Package is the Go package name of the generated files. Default "generated".
+	Package string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Src == "" {
+		c.Src = "lua"
+	}
+	if c.Package == "" {
+		c.Package = "generated"
+	}
+	return c
+}
+
+// ArgTypes lists the types an @arg may declare, each with the Go type of its
+// field in the generated Args struct.
+var ArgTypes = map[string]string{
+	"string": "string",
+	"int":    "int64",
+	"float":  "float64",
+	"bool":   "bool",
+	"bytes":  "[]byte",
+}
+
+// Param is one declared KEYS or ARGV entry.
+type Param struct {
+	Name     string // as declared, snake_case
+	GoName   string // exported Go field name
+	Type     string // one of ArgTypes; "string" for keys
+	Variadic bool   // declared with "...": takes every remaining position
+	Doc      string // the one-line description
+	Line     int    // line of the declaration
+}
+
+// Return is the declared shape of a script's reply.
+type Return struct {
+	Base     string // nil, int, string, status, bool or any
+	Array    bool   // an array of Base
+	Nullable bool   // Base (or each element) may be nil
+	Doc      string
+}
+
+// String formats the return as written in a header: "[]int?", "status".
+func (r Return) String() string {
+	s := r.Base
+	if r.Array {
+		s = "[]" + s
+	}
+	if r.Nullable {
+		s += "?"
+	}
+	return s
+}
+
+// GoType is the Go type the generated wrapper returns, "" for nil.
+func (r Return) GoType() string {
+	var t string
+	switch r.Base {
+	case "nil":
+		return ""
+	case "int":
+		t = "int64"
+	case "string", "status":
+		t = "string"
+	case "bool":
+		t = "bool"
+	case "any":
+		t = "any"
+	}
+	if r.Nullable {
+		t = "*" + t
+	}
+	if r.Array {
+		t = "[]" + t
+	}
+	return t
+}
+
+// Script is one parsed .lua file.
+type Script struct {
+	Name       string   // snake_case script name: @name, or the file's base name
+	GoName     string   // exported Go name derived from Name
+	File       string   // path of the file, Config.Src joined with its name
+	Source     []byte   // the file, byte for byte
+	SHA1       string   // hex SHA1 of Source, what EVALSHA takes
+	Doc        []string // free text of the header, one entry per line ("" separates paragraphs)
+	Keys       []Param
+	Args       []Param
+	Return     Return
+	ReadOnly   bool // @flag read-only: run with EVALSHA_RO
+	Idempotent bool // @flag idempotent: safe to retry on a transient error
+	Shebang    string
+	HeaderEnd  int // last line of the header comment block
+
+	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
+	nameLine  int
+	returnSet bool
+}
+
+// VariadicKeys reports whether the last key takes every remaining KEYS entry.
+func (s *Script) VariadicKeys() bool { return len(s.Keys) > 0 && s.Keys[len(s.Keys)-1].Variadic }
+
+// VariadicArgs reports whether the last arg takes every remaining ARGV entry.
+func (s *Script) VariadicArgs() bool { return len(s.Args) > 0 && s.Args[len(s.Args)-1].Variadic }
+
+// silenced reports whether a luagen:ignore comment on line covers rule.
+func (s *Script) silenced(line int, rule string) bool {
+	rules, ok := s.ignores[line]
+	if !ok {
+		return false
+	}
+	if len(rules) == 0 {
+		return true
+	}
+	for _, r := range rules {
+		if r == rule {
+			return true
+		}
+	}
+	return false
+}
+
+// initialisms are the words that GoName spells in capitals.
+var initialisms = map[string]string{
+	"acl": "ACL", "api": "API", "cpu": "CPU", "db": "DB", "eof": "EOF",
+	"http": "HTTP", "id": "ID", "ids": "IDs", "ip": "IP", "json": "JSON",
+	"lru": "LRU", "ms": "MS", "ok": "OK", "ro": "RO", "sha1": "SHA1",
+	"sql": "SQL", "ttl": "TTL", "ttls": "TTLs", "uid": "UID", "url": "URL",
+	"utf8": "UTF8", "uuid": "UUID",
+}
+
+// GoName turns a snake_case name into an exported Go identifier, spelling the
+// words of the initialism table in capitals: lease_ms -> LeaseMS.
+func GoName(name string) string {
+	var b strings.Builder
+	for _, w := range strings.Split(name, "_") {
+		if w == "" {
+			continue
+		}
+		if up, ok := initialisms[strings.ToLower(w)]; ok {
+			b.WriteString(up)
+			continue
+		}
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
+}
+
+// validName reports whether name can become a Go identifier through GoName:
+// ASCII letters, digits and underscores, starting with a letter.
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r == '_' || (r >= '0' && r <= '9'):
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return strings.Trim(name, "_") != ""
+}

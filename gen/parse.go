@@ -1,0 +1,360 @@
+package gen
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Rule names of the findings about files, folders and headers.
+const (
+	RuleFolder    = "folder"    // the source folder is missing, unreadable or empty
+	RuleEncoding  = "encoding"  // a file is not UTF-8
+	RuleCRLF      = "crlf"      // CRLF line endings (warning: they change the SHA1)
+	RuleHeader    = "header"    // an annotation is malformed, unknown or misplaced
+	RuleName      = "name"      // a script or parameter name gives no Go identifier
+	RuleDuplicate = "duplicate" // two scripts or parameters map to one Go name
+	RuleShebang   = "shebang"   // a #! first line that Redis would reject
+)
+
+var (
+	tagLine    = regexp.MustCompile(`^--+\s*@([A-Za-z_-]*)\s*(.*)$`)
+	ignoreMark = regexp.MustCompile(`--.*\bluagen:ignore\b([ \t]+[a-z0-9-]+(?:[ \t]*,[ \t]*[a-z0-9-]+)*)?`)
+	knownTags  = []string{"name", "key", "arg", "return", "flag"}
+	flagNames  = []string{"read-only", "idempotent"}
+	returnType = regexp.MustCompile(`^(\[\])?([a-z]+)(\?)?$`)
+	// Redis 7 accepts these flags in an EVAL script's shebang.
+	shebangFlags = []string{"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"}
+)
+
+// Parse reads every .lua file of cfg.Src in fsys and returns the scripts,
+// sorted by file name, with the findings about folders, files and headers.
+// A script with a header error is still returned, so that lint can run on it.
+func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
+	cfg = cfg.withDefaults()
+	var diags []Diagnostic
+	entries, err := fs.ReadDir(fsys, cfg.Src)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, fs.ErrNotExist) {
+			msg = "source folder does not exist"
+		}
+		return nil, []Diagnostic{{File: cfg.Src, Rule: RuleFolder, Message: msg}}
+	}
+	var scripts []*Script
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".lua") {
+			continue
+		}
+		file := path.Join(cfg.Src, e.Name())
+		src, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			diags = append(diags, Diagnostic{File: file, Rule: RuleFolder, Message: err.Error()})
+			continue
+		}
+		s, ds := parseScript(file, src)
+		diags = append(diags, ds...)
+		if s != nil {
+			scripts = append(scripts, s)
+		}
+	}
+	if len(scripts) == 0 && len(diags) == 0 {
+		diags = append(diags, Diagnostic{File: cfg.Src, Rule: RuleFolder, Message: "no .lua files in the source folder"})
+	}
+	diags = append(diags, checkNames(scripts)...)
+	SortDiagnostics(diags)
+	return scripts, diags
+}
+
+// parseScript reads the header of one file. It returns nil when the file
+// cannot be a script at all (not UTF-8).
+func parseScript(file string, src []byte) (*Script, []Diagnostic) {
+	var diags []Diagnostic
+	add := func(line int, rule, format string, a ...any) {
+		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
+	}
+	if !utf8.Valid(src) {
+		line := bytes.Count(src[:firstInvalidUTF8(src)], []byte("\n")) + 1
+		add(line, RuleEncoding, "file is not valid UTF-8")
+		return nil, diags
+	}
+	sum := sha1.Sum(src)
+	base := strings.TrimSuffix(path.Base(file), ".lua")
+	s := &Script{
+		Name:    base,
+		File:    file,
+		Source:  src,
+		SHA1:    hex.EncodeToString(sum[:]),
+		ignores: map[int][]string{},
+	}
+	text := string(src)
+	if strings.Contains(text, "\r") {
+		line := strings.Count(text[:strings.Index(text, "\r")], "\n") + 1
+		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: RuleCRLF, Severity: Warning,
+			Message: "carriage returns in the file: the SHA1 depends on them; save with LF line endings"})
+	}
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+
+	first := 0
+	if strings.HasPrefix(lines[0], "#!") {
+		s.Shebang = lines[0]
+		if msg := checkShebang(lines[0]); msg != "" {
+			add(1, RuleShebang, "%s", msg)
+		}
+		first = 1
+	}
+
+	inHeader := true
+	for i := first; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		n := i + 1
+		if m := ignoreMark.FindStringSubmatch(lines[i]); m != nil {
+			var rules []string
+			for _, r := range strings.Split(m[1], ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					rules = append(rules, r)
+				}
+			}
+			s.ignores[n] = rules
+		}
+		isComment := strings.HasPrefix(line, "--") && !strings.HasPrefix(line, "--[[") && !strings.HasPrefix(line, "--[=")
+		if inHeader && !(isComment || line == "") {
+			inHeader = false
+		}
+		m := tagLine.FindStringSubmatch(line)
+		if !inHeader {
+			if m != nil && slices.Contains(knownTags, m[1]) {
+				add(n, RuleHeader, "@%s after the header has no effect: annotations belong in the comment block at the top of the file", m[1])
+			}
+			continue
+		}
+		s.HeaderEnd = n
+		if !isComment {
+			s.Doc = append(s.Doc, "")
+			continue
+		}
+		if m == nil {
+			s.Doc = append(s.Doc, strings.TrimSpace(strings.TrimLeft(line, "-")))
+			continue
+		}
+		parseTag(s, n, m[1], strings.TrimSpace(m[2]), add)
+	}
+	s.Doc = trimDoc(s.Doc)
+	if !s.returnSet {
+		add(1, RuleHeader, "missing @return: declare the reply, for example \"-- @return int\" or \"-- @return nil\"")
+	}
+	return s, diags
+}
+
+func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, ...any)) {
+	fields := strings.Fields(rest)
+	switch tag {
+	case "name":
+		if len(fields) != 1 {
+			add(n, RuleHeader, "@name takes one word: -- @name my_script")
+			return
+		}
+		if s.nameLine != 0 {
+			add(n, RuleHeader, "@name is declared twice (first at line %d)", s.nameLine)
+			return
+		}
+		s.Name, s.nameLine = fields[0], n
+	case "key", "arg":
+		want := 2
+		usage := "-- @key name description"
+		if tag == "arg" {
+			want, usage = 3, "-- @arg name type description"
+		}
+		if len(fields) < want {
+			add(n, RuleHeader, "@%s needs a name%s and a description: %s", tag, map[bool]string{true: ", a type"}[tag == "arg"], usage)
+			return
+		}
+		p := Param{Name: fields[0], Type: "string", Line: n}
+		if strings.HasSuffix(p.Name, "...") {
+			p.Name, p.Variadic = strings.TrimSuffix(p.Name, "..."), true
+		}
+		doc := strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
+		if tag == "arg" {
+			p.Type = fields[1]
+			if _, ok := ArgTypes[p.Type]; !ok {
+				add(n, RuleHeader, "@arg %s: unknown type %q (use string, int, float, bool or bytes)", p.Name, p.Type)
+				return
+			}
+			doc = strings.TrimSpace(strings.TrimPrefix(doc, fields[1]))
+		}
+		p.Doc = doc
+		list := &s.Keys
+		if tag == "arg" {
+			list = &s.Args
+		}
+		if len(*list) > 0 && (*list)[len(*list)-1].Variadic {
+			add(n, RuleHeader, "@%s %s follows a variadic %s: only the last one may take \"...\"", tag, p.Name, tag)
+			return
+		}
+		if !validName(p.Name) {
+			add(n, RuleName, "@%s name %q gives no Go identifier: use letters, digits and underscores, starting with a letter", tag, p.Name)
+			return
+		}
+		p.GoName = GoName(p.Name)
+		for _, q := range *list {
+			if q.GoName == p.GoName {
+				add(n, RuleDuplicate, "@%s %s: Go field %s is already declared at line %d", tag, p.Name, p.GoName, q.Line)
+				return
+			}
+		}
+		*list = append(*list, p)
+	case "return":
+		if s.returnSet {
+			add(n, RuleHeader, "@return is declared twice")
+			return
+		}
+		if len(fields) == 0 {
+			add(n, RuleHeader, "@return needs a type: nil, int, string, status, bool or any, as []T for an array and T? when nil may come back")
+			return
+		}
+		r, msg := parseReturn(fields[0])
+		if msg != "" {
+			add(n, RuleHeader, "@return %s: %s", fields[0], msg)
+			return
+		}
+		r.Doc = strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
+		s.Return, s.returnSet = r, true
+	case "flag":
+		if len(fields) == 0 {
+			add(n, RuleHeader, "@flag needs a flag: read-only or idempotent")
+			return
+		}
+		for _, f := range strings.Split(strings.Join(fields, ""), ",") {
+			switch f {
+			case "read-only":
+				s.ReadOnly = true
+			case "idempotent":
+				s.Idempotent = true
+			case "":
+			default:
+				add(n, RuleHeader, "unknown flag %q (known: %s)", f, strings.Join(flagNames, ", "))
+			}
+		}
+	default:
+		add(n, RuleHeader, "unknown annotation @%s (known: @%s)", tag, strings.Join(knownTags, " @"))
+	}
+}
+
+func parseReturn(t string) (Return, string) {
+	m := returnType.FindStringSubmatch(t)
+	if m == nil {
+		return Return{}, "not a type; write nil, int, string, status, bool or any, as []T for an array and T? when nil may come back"
+	}
+	r := Return{Array: m[1] != "", Base: m[2], Nullable: m[3] != ""}
+	switch r.Base {
+	case "int", "string", "status":
+	case "nil":
+		if r.Array || r.Nullable {
+			return r, "nil stands alone"
+		}
+	case "bool", "any":
+		if r.Nullable {
+			return r, r.Base + " is never nullable: a nil reply is false for bool and nil for any"
+		}
+	default:
+		return r, fmt.Sprintf("unknown type %q (use nil, int, string, status, bool or any)", r.Base)
+	}
+	return r, ""
+}
+
+func checkShebang(line string) string {
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 || fields[0] != "lua" {
+		return "a shebang must start with #!lua"
+	}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k != "flags" {
+			return fmt.Sprintf("shebang option %q: an EVAL script takes only flags=...", f)
+		}
+		for _, fl := range strings.Split(v, ",") {
+			if fl != "" && !slices.Contains(shebangFlags, fl) {
+				return fmt.Sprintf("unknown shebang flag %q (Redis knows %s)", fl, strings.Join(shebangFlags, ", "))
+			}
+		}
+	}
+	return ""
+}
+
+// reserved are the names of the shared generated file.
+var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true}
+
+// checkNames validates script names and finds Go identifiers declared twice.
+func checkNames(scripts []*Script) []Diagnostic {
+	var diags []Diagnostic
+	owner := map[string]*Script{}
+	for _, s := range scripts {
+		line := max(s.nameLine, 1)
+		if !validName(s.Name) {
+			how := "rename the file"
+			if s.nameLine != 0 {
+				how = "change @name"
+			}
+			diags = append(diags, Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleName,
+				Message: fmt.Sprintf("script name %q gives no Go identifier: %s (letters, digits and underscores, starting with a letter)", s.Name, how)})
+			continue
+		}
+		s.GoName = GoName(s.Name)
+		for _, id := range s.identifiers() {
+			if reserved[id] {
+				diags = append(diags, Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate,
+					Message: fmt.Sprintf("script %s would declare %s, which the shared generated file declares: rename it", s.Name, id)})
+				continue
+			}
+			if o, ok := owner[id]; ok && o != s {
+				diags = append(diags, Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate,
+					Message: fmt.Sprintf("script %s and %s (%s) both declare the Go name %s: rename one", s.Name, o.Name, o.File, id)})
+				continue
+			}
+			owner[id] = s
+		}
+	}
+	return diags
+}
+
+// identifiers lists the package-level Go names generated for s.
+func (s *Script) identifiers() []string {
+	n := s.GoName
+	return []string{n, n + "Source", n + "SHA1", n + "Keys", n + "Args", n + "Script", n + "Cmd", n + "Result"}
+}
+
+func trimDoc(doc []string) []string {
+	for len(doc) > 0 && doc[0] == "" {
+		doc = doc[1:]
+	}
+	for len(doc) > 0 && doc[len(doc)-1] == "" {
+		doc = doc[:len(doc)-1]
+	}
+	var out []string
+	for _, d := range doc {
+		if d == "" && len(out) > 0 && out[len(out)-1] == "" {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}

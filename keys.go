@@ -1,0 +1,38 @@
+package lualock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxNameLen bounds lock names: Redis would take more, but a name this long
+// is a bug in the caller.
+const maxNameLen = 64 << 10
+
+// Key prefixes of the protocol (../shared/docs/PROTOCOL.md), as Redisson
+// spells them.
+const (
+	channelPrefix = "redisson_lock__channel"
+	latchPrefix   = "redisson_unlock_latch"
+	queuePrefix   = "redisson_lock_queue"
+	timeoutPrefix = "redisson_lock_timeout"
+)
+
+// tag names a key of lock name so that it shares the lock's cluster slot:
+// prefix:{name}, or prefix:name when name carries its own hash tag.
+func tag(prefix, name string) string {
+	if strings.Contains(name, "{") {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty lock name", ErrInvalid)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%w: lock name is %d bytes, at most %d allowed", ErrInvalid, len(name), maxNameLen)
+	}
+	return nil
+}

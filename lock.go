@@ -1,0 +1,550 @@
+package lualock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/generated"
+)
+
+type kind int
+
+const (
+	reentrant kind = iota
+	fair
+)
+
+// NoExpiry is what RemainingLease returns for a lock that exists without an
+// expiry (set by a tool other than this package or Redisson).
+const NoExpiry time.Duration = -1
+
+// undoTimeout bounds the clean-up calls that run after a caller's context
+// ended, under context.WithoutCancel.
+const undoTimeout = 2 * time.Second
+
+// notHeld is the Context of a handle that holds nothing.
+var notHeld = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotHeld)
+	return ctx
+}()
+
+// Lock is a handle on a distributed lock: reentrant (Client.NewLock) or fair
+// (Client.NewFairLock). The handle is the owner of its holds, with its own
+// holder id H in the owner field C:H. While it holds the lock it may lock
+// again (re-entry), and must unlock as many times; other handles wait.
+//
+// A Lock's methods are safe for concurrent use, but goroutines that share one
+// handle share its ownership: to exclude each other they need a handle each.
+//
+// A hold taken without a lease (Lock, TryLock) is renewed by the client's
+// watchdog until the last Unlock. A hold with a lease (LockLease,
+// TryLockLease) expires after it unless unlocked first; the lease of the
+// latest acquisition applies to the whole hold.
+type Lock struct {
+	c       *Client
+	name    string
+	kind    kind
+	field   string // owner field C:H
+	channel string // release channel of the reentrant lock
+	invalid error  // set by a bad name
+
+	op sync.Mutex // one acquisition or release of this handle at a time
+
+	mu        sync.Mutex
+	holds     int           // hold count this handle has in Redis
+	gen       uint64        // counts holds from first lock to last unlock
+	lease     time.Duration // lease of the current hold
+	watched   bool          // the watchdog renews the hold
+	lost      error         // why the hold was lost, until its holds are unlocked
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	expiry    *time.Timer // fixed lease: ends ctx when the lease runs out
+	unlockReq string      // request id of an Unlock whose outcome is unknown
+}
+
+// Name returns the lock's name, its key in Redis.
+func (l *Lock) Name() string { return l.name }
+
+// Lock blocks until the handle holds the lock or ctx ends. The watchdog
+// renews the hold until the last Unlock.
+//
+// It returns ErrInvalid for a bad name, ErrClosed after Client.Close, an
+// error wrapping ctx's error when ctx ends first, ErrLockLost when this
+// handle's current hold was lost, or a non-transient Redis error. Transient
+// Redis errors are retried with backoff until ctx ends.
+func (l *Lock) Lock(ctx context.Context) error {
+	return l.acquire(ctx, -1, 0)
+}
+
+// LockLease is Lock with a fixed lease: the hold expires lease after it was
+// taken unless unlocked first, and no watchdog renews it. A lease that is not
+// positive returns ErrInvalid.
+func (l *Lock) LockLease(ctx context.Context, lease time.Duration) error {
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	return l.acquire(ctx, -1, lease)
+}
+
+// TryLock is Lock that gives up after wait, returning ErrNotObtained. A wait
+// of 0 makes one attempt; a negative one returns ErrInvalid.
+func (l *Lock) TryLock(ctx context.Context, wait time.Duration) error {
+	if err := checkWait(wait); err != nil {
+		return err
+	}
+	return l.acquire(ctx, wait, 0)
+}
+
+// TryLockLease is TryLock with a fixed lease, as LockLease.
+func (l *Lock) TryLockLease(ctx context.Context, wait, lease time.Duration) error {
+	if err := checkWait(wait); err != nil {
+		return err
+	}
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	return l.acquire(ctx, wait, lease)
+}
+
+func checkLease(lease time.Duration) error {
+	if lease < time.Millisecond {
+		return fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalid, lease)
+	}
+	return nil
+}
+
+func checkWait(wait time.Duration) error {
+	if wait < 0 {
+		return fmt.Errorf("%w: wait %v, want >= 0", ErrInvalid, wait)
+	}
+	return nil
+}
+
+// usable returns the error of a handle that cannot reach Redis.
+func (l *Lock) usable() error {
+	if l.invalid != nil {
+		return l.invalid
+	}
+	if l.c.closed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// acquire takes the lock, waiting up to wait (forever when negative), with
+// a fixed lease or, when lease is 0, the watchdog.
+func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return l.ctxErr(ctx, nil)
+	}
+	var deadline time.Time
+	if wait >= 0 {
+		deadline = time.Now().Add(wait)
+	}
+	w := waiting{l: l}
+	defer w.end(ctx)
+	bo := l.c.newBackoff()
+	var lastErr error
+	for {
+		acquired, ttl, err := l.attempt(ctx, lease, &w)
+		if acquired {
+			w.acquired = true
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, ErrLockLost) || !transient(err) {
+				if ctx.Err() != nil {
+					return l.ctxErr(ctx, err)
+				}
+				return l.errorf("lock", err)
+			}
+			lastErr = err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			if lastErr != nil {
+				return fmt.Errorf("lualock: lock %q: %w (last error: %v)", l.name, ErrNotObtained, lastErr)
+			}
+			return fmt.Errorf("lualock: lock %q: %w within %v", l.name, ErrNotObtained, wait)
+		}
+		pause := time.Duration(-1) // wait for a wake-up
+		switch {
+		case err != nil:
+			pause = bo.step()
+		case w.sub == nil:
+			if err := w.subscribe(ctx); err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrClosed) || !transient(err) {
+					return l.waitErr(ctx, err)
+				}
+				lastErr, pause = err, bo.step()
+				break
+			}
+			continue // a release before the subscription was confirmed would be missed: try again now
+		default:
+			bo = l.c.newBackoff()
+			lastErr = nil
+			floor := minRetry
+			if l.kind == fair {
+				floor = fairMinRetry
+			}
+			w.sub.hint(ttl, floor)
+		}
+		if err := w.sleep(ctx, pause, deadline); err != nil {
+			return l.waitErr(ctx, err)
+		}
+	}
+}
+
+// waitErr turns the error that ended a wait into the error acquire returns.
+func (l *Lock) waitErr(ctx context.Context, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return fmt.Errorf("lualock: lock %q: %w while waiting", l.name, ErrClosed)
+	}
+	if ctx.Err() != nil {
+		return l.ctxErr(ctx, nil)
+	}
+	return l.errorf("lock", err)
+}
+
+// ctxErr reports that ctx ended, keeping ctx's error (and its cause, when
+// it has its own) recognisable with errors.Is.
+func (l *Lock) ctxErr(ctx context.Context, last error) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	if last != nil {
+		return fmt.Errorf("lualock: lock %q: %w (last error: %v)", l.name, err, last)
+	}
+	return fmt.Errorf("lualock: lock %q: %w", l.name, err)
+}
+
+func (l *Lock) errorf(op string, err error) error {
+	return fmt.Errorf("lualock: %s %q: %w", op, l.name, err)
+}
+
+// attempt runs the acquire script once. It reports the lock's remaining
+// lease (the time to wait) when another owner holds it.
+func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bool, time.Duration, error) {
+	l.op.Lock()
+	defer l.op.Unlock()
+	l.mu.Lock()
+	lost, want := l.lost, l.holds+1
+	l.mu.Unlock()
+	if lost != nil {
+		return false, 0, lost
+	}
+	if l.c.closed() {
+		return false, 0, ErrClosed
+	}
+	set := lease
+	if set == 0 {
+		set = l.c.cfg.WatchdogLease
+	}
+	start := time.Now()
+	ttl, err := l.runAcquire(ctx, set, want, w)
+	if redis.HasErrorPrefix(err, "LOST") {
+		l.endHold(l.generation(), fmt.Errorf("%w: %v", ErrLockLost, err), true)
+		return false, 0, l.lostCause()
+	}
+	if err != nil {
+		var rerr redis.Error
+		if !errors.As(err, &rerr) {
+			// The reply is unknown: the script may have run. Give back what
+			// it may have taken.
+			l.undo(ctx, want, set)
+		}
+		return false, 0, err
+	}
+	if ttl != nil {
+		return false, time.Duration(*ttl) * time.Millisecond, nil
+	}
+	l.held(want, lease, start)
+	return true, 0, nil
+}
+
+func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (*int64, error) {
+	switch l.kind {
+	case fair:
+		return l.runFairAcquire(ctx, lease, want, w)
+	default:
+		return generated.LockAcquire(ctx, l.c.rdb,
+			generated.LockAcquireKeys{Lock: l.name},
+			generated.LockAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, Holds: int64(want)})
+	}
+}
+
+// undo releases the hold that an acquisition with an unknown outcome may
+// have taken, if it did. It runs after the caller's context ended too.
+func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	st, err := generated.LockStatus(ctx, l.c.rdb, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
+	if err != nil || len(st) != 3 || st[1] != int64(want) {
+		return
+	}
+	_, _ = l.runRelease(ctx, lease, l.c.requestID())
+}
+
+func (l *Lock) generation() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
+}
+
+// lostCause is the error of a lost hold.
+func (l *Lock) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost != nil {
+		return l.lost
+	}
+	return ErrLockLost
+}
+
+// held records a successful acquisition that left want holds.
+func (l *Lock) held(want int, lease time.Duration, start time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.holds = want
+	if want == 1 {
+		l.gen++
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	}
+	if lease == 0 {
+		l.stopExpiry()
+		l.lease = l.c.cfg.WatchdogLease
+		if !l.watched {
+			l.watched = true
+			l.c.wd.add(l, l.gen)
+		}
+		return
+	}
+	if l.watched {
+		l.watched = false
+		l.c.wd.remove(l)
+	}
+	l.lease = lease
+	l.stopExpiry()
+	gen := l.gen
+	// The lease started in Redis after start: end the hold's context no later.
+	l.expiry = time.AfterFunc(time.Until(start.Add(lease)), func() {
+		l.endHold(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease), false)
+	})
+}
+
+func (l *Lock) stopExpiry() {
+	if l.expiry != nil {
+		l.expiry.Stop()
+		l.expiry = nil
+	}
+}
+
+// endHold ends hold gen with cause. When lost is true the handle remembers
+// the loss, so that its outstanding holds' Unlock and re-entry report it.
+func (l *Lock) endHold(gen uint64, cause error, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen != gen || l.holds == 0 || l.lost != nil {
+		return
+	}
+	if lost {
+		l.lost = cause
+	}
+	l.finish(cause)
+}
+
+// finish stops the renewal and the expiry of the current hold and cancels
+// its context. l.mu is held.
+func (l *Lock) finish(cause error) {
+	l.stopExpiry()
+	if l.watched {
+		l.watched = false
+		l.c.wd.remove(l)
+	}
+	if l.cancel != nil {
+		l.cancel(cause)
+	}
+}
+
+// Unlock releases one hold. The lock is free for others when the last hold
+// is released; the watchdog has stopped renewing it when Unlock returns.
+//
+// It returns ErrNotHeld when the handle holds nothing (never locked, already
+// unlocked, or its lease ran out), ErrLockLost for each hold of a hold that
+// was lost, ErrClosed after Client.Close, or the Redis error. After a Redis
+// error the outcome is unknown: calling Unlock again is safe, it replays the
+// first call's outcome instead of releasing a second hold.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	l.mu.Lock()
+	if l.holds == 0 {
+		l.mu.Unlock()
+		return fmt.Errorf("lualock: unlock %q: %w", l.name, ErrNotHeld)
+	}
+	if l.lost != nil {
+		err := l.lost
+		l.holds--
+		if l.holds == 0 {
+			l.lost = nil
+		}
+		l.mu.Unlock()
+		return l.errorf("unlock", err)
+	}
+	if l.unlockReq == "" {
+		l.unlockReq = l.c.requestID()
+	}
+	lease, req := l.lease, l.unlockReq
+	l.mu.Unlock()
+
+	res, err := l.runRelease(ctx, lease, req)
+	if err != nil {
+		return l.errorf("unlock", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unlockReq = ""
+	switch {
+	case res == nil:
+		l.holds = 0
+		l.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
+		return fmt.Errorf("lualock: unlock %q: %w (its lease ran out or it was deleted)", l.name, ErrNotHeld)
+	case *res == 0 && l.holds > 1:
+		l.holds--
+	default:
+		l.holds = 0
+		l.finish(ErrNotHeld)
+	}
+	return nil
+}
+
+func (l *Lock) runRelease(ctx context.Context, lease time.Duration, req string) (*int64, error) {
+	if l.kind == fair {
+		return l.runFairRelease(ctx, lease, req)
+	}
+	return generated.LockRelease(ctx, l.c.rdb,
+		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: tag(latchPrefix, l.name) + ":" + req},
+		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
+}
+
+// ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
+// reports whether there was a lock to delete. Other owners find their hold
+// lost at their next renewal; this handle's own hold ends with ErrNotHeld.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.usable(); err != nil {
+		return false, err
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	deleted, err := l.runForceRelease(ctx)
+	if err != nil {
+		return false, l.errorf("force unlock", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holds > 0 {
+		l.holds, l.lost = 0, nil
+		l.finish(fmt.Errorf("%w: force unlocked", ErrNotHeld))
+	}
+	return deleted, nil
+}
+
+func (l *Lock) runForceRelease(ctx context.Context) (bool, error) {
+	if l.kind == fair {
+		return l.runFairForceRelease(ctx)
+	}
+	return generated.LockForceRelease(ctx, l.c.rdb,
+		generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel},
+		generated.LockForceReleaseArgs{Publish: l.c.cfg.publish})
+}
+
+// Status is the state of a lock as one handle sees it.
+type Status struct {
+	Locked bool          // some owner holds the lock
+	Holds  int           // hold count of this handle
+	Lease  time.Duration // remaining lease; NoExpiry when it has none; 0 when not locked
+}
+
+// Status reads the lock's state in one round trip (EVALSHA_RO). It returns
+// ErrInvalid, ErrClosed or the Redis error.
+func (l *Lock) Status(ctx context.Context) (Status, error) {
+	if err := l.usable(); err != nil {
+		return Status{}, err
+	}
+	st, err := generated.LockStatus(ctx, l.c.rdb, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
+	if err != nil {
+		return Status{}, l.errorf("status", err)
+	}
+	if len(st) != 3 {
+		return Status{}, l.errorf("status", fmt.Errorf("reply has %d elements, want 3", len(st)))
+	}
+	s := Status{Locked: st[0] == 1, Holds: int(st[1])}
+	switch {
+	case st[2] >= 0:
+		s.Lease = time.Duration(st[2]) * time.Millisecond
+	case st[2] == -1:
+		s.Lease = NoExpiry
+	}
+	return s, nil
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	s, err := l.Status(ctx)
+	return s.Locked, err
+}
+
+// IsHeld reports whether this handle holds the lock, as Redis sees it.
+func (l *Lock) IsHeld(ctx context.Context) (bool, error) {
+	s, err := l.Status(ctx)
+	return s.Holds > 0, err
+}
+
+// HoldCount returns this handle's hold count, as Redis sees it.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	s, err := l.Status(ctx)
+	return s.Holds, err
+}
+
+// RemainingLease returns the lock's remaining lease, whoever holds it:
+// NoExpiry for a lock without one, and ErrNotLocked when nobody holds it.
+func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
+	s, err := l.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !s.Locked {
+		return 0, fmt.Errorf("lualock: remaining lease %q: %w", l.name, ErrNotLocked)
+	}
+	return s.Lease, nil
+}
+
+// Context returns a context that lives as long as the handle's current
+// hold: it is cancelled when the last Unlock releases it (cause ErrNotHeld),
+// when a fixed lease runs out (cause wraps ErrNotHeld), when the hold is lost
+// (cause wraps ErrLockLost) and when the client closes (cause wraps
+// ErrClosed). Read the cause with context.Cause. Without a hold it returns a
+// context already cancelled with ErrNotHeld.
+func (l *Lock) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holds == 0 || l.ctx == nil {
+		return notHeld
+	}
+	return l.ctx
+}
+
+// Done is Context().Done(): closed when the current hold ends.
+func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }

@@ -1,0 +1,134 @@
+-- Takes the fair (FIFO) lock for one owner, re-enters it, or queues the owner.
+--
+-- The queue is a list of owner fields, head first; the deadlines are a sorted
+-- set of owner field -> ms since the epoch after which the waiter counts as
+-- gone. Time is Redis's own (TIME), never the caller's. Stale heads are
+-- purged first. The lock goes to a caller only when it is free and the queue
+-- is empty or headed by the caller; every waiter left then moves up one
+-- place, so its deadline shrinks by one wait budget. A queued caller that
+-- asks again renews its own deadline to lock's PTTL + position x budget from
+-- now, so a live waiter is never purged (Redisson #3004). When a purge leaves
+-- a free lock to a new head other than the caller, that head is woken.
+--
+-- As in lock_acquire, the caller names the hold count the call should leave,
+-- so a repeated call does not count a re-entry twice.
+--
+-- @key    lock      the lock hash N: field C:H -> hold count
+-- @key    queue     the waiters' queue (list of owner fields)
+-- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
+-- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @arg    lease_ms  int     lease to set on the lock, in milliseconds
+-- @arg    field     string  owner field C:H
+-- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
+-- @arg    holds     int     hold count after this call (1 for a first acquisition)
+-- @arg    publish   string  publishing command: publish or spublish
+-- @return int?  nil when the lock is held with that count; otherwise ms to wait before asking again
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local queue = KEYS[2]
+local timeouts = KEYS[3]
+local channel = KEYS[4]
+local lease = tonumber(ARGV[1])
+local field = ARGV[2]
+local wait = tonumber(ARGV[3])
+local holds = tonumber(ARGV[4])
+local publish = ARGV[5]
+
+if not lease or lease <= 0 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+end
+if not wait or wait <= 0 or wait % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
+end
+if field == '' then
+  return redis.error_reply('ERR lualock: field must not be empty')
+end
+if not holds or holds < 1 or holds % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: holds must be a positive integer')
+end
+if publish ~= 'publish' and publish ~= 'spublish' then
+  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Purge the waiters whose deadline has passed (or that have none).
+local purged = false
+while true do
+  local head = redis.call('lindex', queue, 0)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('zrem', timeouts, head)
+  redis.call('lpop', queue)
+  purged = true
+end
+
+local current = tonumber(redis.call('hget', lock, field) or 0)
+if current == holds then
+  redis.call('pexpire', lock, lease)
+  return nil
+end
+if current ~= holds - 1 then
+  if current == 0 then
+    return redis.error_reply('LOST lualock: the earlier holds of ' .. field .. ' are gone')
+  end
+  return redis.error_reply('ERR lualock: hold count of ' .. field .. ' is ' .. current .. ', caller expected ' .. (holds - 1))
+end
+if current > 0 then
+  redis.call('hincrby', lock, field, 1)
+  redis.call('pexpire', lock, lease)
+  return nil
+end
+
+local head = redis.call('lindex', queue, 0)
+local free = redis.call('exists', lock) == 0
+if free and (not head or head == field) then
+  if head then
+    redis.call('lpop', queue)
+  end
+  redis.call('zrem', timeouts, field)
+  local waiters = redis.call('zrange', timeouts, 0, -1)
+  for i = 1, #waiters do
+    redis.call('zincrby', timeouts, -wait, waiters[i])
+  end
+  redis.call('hset', lock, field, 1)
+  redis.call('pexpire', lock, lease)
+  return nil
+end
+
+if purged and free and head then
+  redis.call(publish, channel .. ':' .. head, 0)
+end
+
+local pttl = math.max(redis.call('pttl', lock), 0)
+local pos = redis.call('lpos', queue, field)
+if pos then
+  -- Queued already: renew the deadline and wait for the one ahead.
+  redis.call('zadd', timeouts, now + pttl + (pos + 1) * wait, field)
+  if pos == 0 then
+    return pttl
+  end
+  local ahead = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, pos - 1)))
+  return math.max((ahead or now) - now, 0)
+end
+
+-- Join the back of the queue.
+local ttl = pttl
+local last = redis.call('lindex', queue, -1)
+if last then
+  local deadline = tonumber(redis.call('zscore', timeouts, last))
+  if deadline then
+    ttl = math.max(deadline - now, 0)
+  end
+end
+if redis.call('zadd', timeouts, ttl + wait + now, field) == 1 then
+  redis.call('rpush', queue, field)
+end
+return ttl

@@ -1,0 +1,44 @@
+-- Deletes the fair lock whoever holds it, and wakes the head of the queue.
+--
+-- Stale waiters are purged first, by Redis's clock, so the woken head is a
+-- live one.
+--
+-- @key    lock      the lock hash N
+-- @key    queue     the waiters' queue (list of owner fields)
+-- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
+-- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @arg    publish   string  publishing command: publish or spublish
+-- @return bool  true when a lock was deleted
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local queue = KEYS[2]
+local timeouts = KEYS[3]
+local channel = KEYS[4]
+local publish = ARGV[1]
+
+if publish ~= 'publish' and publish ~= 'spublish' then
+  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local head = redis.call('lindex', queue, 0)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('zrem', timeouts, head)
+  redis.call('lpop', queue)
+end
+
+local deleted = redis.call('del', lock) == 1
+local head = redis.call('lindex', queue, 0)
+if head then
+  redis.call(publish, channel .. ':' .. head, 0)
+end
+return deleted

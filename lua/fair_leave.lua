@@ -1,0 +1,50 @@
+-- Takes a waiter out of the fair lock's queue: it stopped waiting (its wait
+-- time ran out, its context ended, an error, or its client closed).
+--
+-- Every waiter behind it moves up one place, so their deadlines shrink by
+-- one wait budget. When the leaver was the head of the queue and the lock
+-- is free, the new head is woken so that it does not wait for its timer.
+--
+-- @key    lock      the lock hash N
+-- @key    queue     the waiters' queue (list of owner fields)
+-- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
+-- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @arg    field     string  owner field C:H of the waiter that leaves
+-- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
+-- @arg    publish   string  publishing command: publish or spublish
+-- @return bool  true when the waiter was in the queue
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local queue = KEYS[2]
+local timeouts = KEYS[3]
+local channel = KEYS[4]
+local field = ARGV[1]
+local wait = tonumber(ARGV[2])
+local publish = ARGV[3]
+
+if not wait or wait <= 0 or wait % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
+end
+if publish ~= 'publish' and publish ~= 'spublish' then
+  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local pos = redis.call('lpos', queue, field)
+redis.call('zrem', timeouts, field)
+if not pos then
+  return false
+end
+
+local behind = redis.call('lrange', queue, pos + 1, -1)
+for i = 1, #behind do
+  if redis.call('zscore', timeouts, behind[i]) then
+    redis.call('zincrby', timeouts, -wait, behind[i])
+  end
+end
+redis.call('lrem', queue, 1, field)
+
+if pos == 0 and #behind > 0 and redis.call('exists', lock) == 0 then
+  redis.call(publish, channel .. ':' .. behind[1], 0)
+end
+return true

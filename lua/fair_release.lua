@@ -1,0 +1,86 @@
+-- Releases one hold of the fair lock and hands it to the head of the queue.
+--
+-- Stale waiters are purged first, by Redis's clock. As lock_release, the
+-- outcome is kept under a latch key named after the request id, so a
+-- repeated release replays it. On the last hold the lock is deleted and "0"
+-- is published on the queue head's own channel (channel:field) only, so
+-- exactly one waiter wakes up. When the lock is already gone the head is
+-- woken too, since nothing else would wake it.
+--
+-- @key    lock      the lock hash N
+-- @key    queue     the waiters' queue (list of owner fields)
+-- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
+-- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @key    latch     unlock latch of N for this request id
+-- @arg    lease_ms  int     lease to set when holds remain, in milliseconds
+-- @arg    field     string  owner field C:H
+-- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
+-- @arg    publish   string  publishing command: publish or spublish
+-- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local queue = KEYS[2]
+local timeouts = KEYS[3]
+local channel = KEYS[4]
+local latch = KEYS[5]
+local lease = tonumber(ARGV[1])
+local field = ARGV[2]
+local latch_ms = tonumber(ARGV[3])
+local publish = ARGV[4]
+
+if not lease or lease <= 0 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+end
+if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+end
+if publish ~= 'publish' and publish ~= 'spublish' then
+  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local replay = redis.call('get', latch)
+if replay then
+  return tonumber(replay)
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local head = redis.call('lindex', queue, 0)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('zrem', timeouts, head)
+  redis.call('lpop', queue)
+end
+
+local function wake_head()
+  local head = redis.call('lindex', queue, 0)
+  if head then
+    redis.call(publish, channel .. ':' .. head, 0)
+  end
+end
+
+if redis.call('exists', lock) == 0 then
+  wake_head()
+  return nil
+end
+if redis.call('hexists', lock, field) == 0 then
+  return nil
+end
+
+if redis.call('hincrby', lock, field, -1) > 0 then
+  redis.call('pexpire', lock, lease)
+  redis.call('set', latch, 0, 'px', latch_ms)
+  return 0
+end
+
+redis.call('del', lock)
+wake_head()
+redis.call('set', latch, 1, 'px', latch_ms)
+return 1

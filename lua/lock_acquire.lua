@@ -1,0 +1,52 @@
+-- Takes the reentrant lock for one owner, or re-enters it.
+--
+-- The owner is the hash field C:H (client id, holder id). The caller says
+-- which hold count this call should leave behind, so a call whose reply was
+-- lost and that is sent again finds the count already reached and does not
+-- count the re-entry twice. A re-entry that finds the owner's earlier holds
+-- gone (expired, deleted) fails with a LOST error and changes nothing.
+--
+-- @key    lock      the lock hash N: field C:H -> hold count
+-- @arg    lease_ms  int     lease to set on the lock, in milliseconds
+-- @arg    field     string  owner field C:H
+-- @arg    holds     int     hold count after this call (1 for a first acquisition)
+-- @return int?  nil when the lock is held with that count; otherwise the lock's PTTL in ms (-1: no expiry)
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local lease = tonumber(ARGV[1])
+local field = ARGV[2]
+local holds = tonumber(ARGV[3])
+
+if not lease or lease <= 0 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+end
+if field == '' then
+  return redis.error_reply('ERR lualock: field must not be empty')
+end
+if not holds or holds < 1 or holds % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: holds must be a positive integer')
+end
+
+local current = tonumber(redis.call('hget', lock, field) or 0)
+
+-- A repeated call: the count is already what the caller asked for.
+if current == holds then
+  redis.call('pexpire', lock, lease)
+  return nil
+end
+
+if current ~= holds - 1 then
+  if current == 0 then
+    return redis.error_reply('LOST lualock: the earlier holds of ' .. field .. ' are gone')
+  end
+  return redis.error_reply('ERR lualock: hold count of ' .. field .. ' is ' .. current .. ', caller expected ' .. (holds - 1))
+end
+
+if current > 0 or redis.call('exists', lock) == 0 then
+  redis.call('hincrby', lock, field, 1)
+  redis.call('pexpire', lock, lease)
+  return nil
+end
+
+return redis.call('pttl', lock)

@@ -1,0 +1,54 @@
+-- Releases one hold of the reentrant lock.
+--
+-- The outcome is kept for a short time under a latch key named after the
+-- request id, so a release that is sent again after a lost reply replays the
+-- first outcome instead of releasing a second hold. On the last hold the lock
+-- is deleted and "0" is published on the release channel, as Redisson does.
+--
+-- @key    lock       the lock hash N
+-- @key    channel    release channel of N: waiters listen here
+-- @key    latch      unlock latch of N for this request id
+-- @arg    lease_ms   int     lease to set when holds remain, in milliseconds
+-- @arg    field      string  owner field C:H
+-- @arg    latch_ms   int     how long the latch replays the outcome, in milliseconds
+-- @arg    publish    string  publishing command: publish or spublish
+-- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
+-- @flag   idempotent
+
+local lock = KEYS[1]
+local channel = KEYS[2]
+local latch = KEYS[3]
+local lease = tonumber(ARGV[1])
+local field = ARGV[2]
+local latch_ms = tonumber(ARGV[3])
+local publish = ARGV[4]
+
+if not lease or lease <= 0 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+end
+if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+end
+if publish ~= 'publish' and publish ~= 'spublish' then
+  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local replay = redis.call('get', latch)
+if replay then
+  return tonumber(replay)
+end
+
+if redis.call('hexists', lock, field) == 0 then
+  return nil
+end
+
+if redis.call('hincrby', lock, field, -1) > 0 then
+  redis.call('pexpire', lock, lease)
+  redis.call('set', latch, 0, 'px', latch_ms)
+  return 0
+end
+
+redis.call('del', lock)
+redis.call(publish, channel, 0)
+redis.call('set', latch, 1, 'px', latch_ms)
+return 1

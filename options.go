@@ -1,0 +1,101 @@
+package lualock
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options tunes a Client. The zero value means every default; each field
+// says its own.
+type Options struct {
+	// WatchdogLease is the lease of locks taken without one (Lock, TryLock):
+	// the watchdog renews it every WatchdogLease/3 while the lock is held.
+	// Default 30s, as Redisson's lockWatchdogTimeout.
+	WatchdogLease time.Duration
+
+	// FairWait is the fair lock's wait budget per waiter: how long a queued
+	// waiter may go without retrying before the others purge it from the
+	// queue. Live waiters retry well within it. Default 5m, as Redisson.
+	FairWait time.Duration
+
+	// MaxWaitTimer caps the fallback timer of a wait: a waiter that hears no
+	// release message retries after the lock's remaining lease or after this,
+	// whichever comes first, so a lost message never hangs it. Default 10s.
+	MaxWaitTimer time.Duration
+
+	// UnlockLatch is how long Redis keeps the outcome of a release under its
+	// request id, so that a release sent again after a lost reply replays it
+	// instead of releasing twice. Default 10s.
+	UnlockLatch time.Duration
+
+	// RetryMin and RetryMax bound the jittered exponential backoff between
+	// attempts after a transient Redis error (connection reset, LOADING,
+	// TRYAGAIN, CLUSTERDOWN, READONLY). Defaults 10ms and 1s.
+	RetryMin, RetryMax time.Duration
+
+	// RenewBatch is the most locks the watchdog renews in one script call.
+	// Default 500.
+	RenewBatch int
+
+	// ShardedPubSub makes releases SPUBLISH and waiters SSUBSCRIBE (Redis 7
+	// sharded pub/sub), for clusters where Redisson is set up the same way.
+	// It needs one pub/sub connection per cluster slot in use rather than
+	// one per client. Default false: PUBLISH and SUBSCRIBE.
+	ShardedPubSub bool
+
+	// ClientID is the client id C of the owner fields C:H. Default: a random
+	// UUID v4. Set it only to recognise a process's holds from outside; two
+	// live clients must never share one.
+	ClientID string
+}
+
+type config struct {
+	Options
+	renewEvery time.Duration
+	publish    string
+}
+
+func (o Options) normalize() (config, error) {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		switch {
+		case *d == 0:
+			*d = v
+		case *d < 0:
+			return fmt.Errorf("%w: Options.%s is %v, want > 0", ErrInvalid, name, *d)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		p    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&o.WatchdogLease, 30 * time.Second, "WatchdogLease"},
+		{&o.FairWait, 5 * time.Minute, "FairWait"},
+		{&o.MaxWaitTimer, 10 * time.Second, "MaxWaitTimer"},
+		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
+		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
+		{&o.RetryMax, time.Second, "RetryMax"},
+	} {
+		if err := def(f.p, f.v, f.name); err != nil {
+			return config{}, err
+		}
+	}
+	if o.WatchdogLease < 3*time.Millisecond {
+		return config{}, fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = o.RetryMin
+	}
+	switch {
+	case o.RenewBatch == 0:
+		o.RenewBatch = 500
+	case o.RenewBatch < 0:
+		return config{}, fmt.Errorf("%w: Options.RenewBatch is %d, want > 0", ErrInvalid, o.RenewBatch)
+	}
+	c := config{Options: o, renewEvery: o.WatchdogLease / 3, publish: "publish"}
+	if o.ShardedPubSub {
+		c.publish = "spublish"
+	}
+	return c, nil
+}

@@ -1,0 +1,306 @@
+package lualock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// confirmWait bounds how long a new waiter waits for Redis to confirm its
+// subscription before it goes on with the fallback timer alone.
+const confirmWait = 2 * time.Second
+
+// minRetry is the shortest fallback timer: a waiter told "wait 0" (a lock
+// about to expire, a dead fair waiter ahead not yet purged) retries after
+// this, never in a hot loop.
+const minRetry = 50 * time.Millisecond
+
+// subscriber shares one pub/sub connection among every waiter of a client
+// (one per cluster slot with sharded pub/sub). Each channel is subscribed
+// once, while at least one waiter listens on it. A message wakes one waiter
+// of its channel; a resubscription after a reconnect wakes all of them,
+// since messages may have been lost meanwhile. Each channel also has one
+// fallback timer, set to the earliest retry time its waiters asked for, which
+// wakes one waiter when it fires; so an idle lock costs one retry per timer
+// period per client, however many goroutines wait on it.
+type subscriber struct {
+	c      *Client
+	mu     sync.Mutex
+	conns  map[int]*psConn
+	chans  map[string]*chanSub
+	wg     sync.WaitGroup // listener goroutines
+	closed bool
+}
+
+// psConn is one go-redis PubSub and the goroutine that reads it.
+type psConn struct {
+	ps    *redis.PubSub
+	key   int
+	chans int
+}
+
+type chanSub struct {
+	name      string
+	conn      *psConn
+	ready     chan struct{} // closed at the first confirmation
+	confirmed bool
+	waiters   []*subscription
+	timer     *time.Timer
+	timerAt   time.Time
+}
+
+// subscription is one waiter's interest in a channel.
+type subscription struct {
+	s    *subscriber
+	ch   *chanSub
+	wake chan struct{} // one pending wake-up at most
+	done bool
+}
+
+func newSubscriber(c *Client) *subscriber {
+	return &subscriber{c: c, conns: map[int]*psConn{}, chans: map[string]*chanSub{}}
+}
+
+// subscribe registers a waiter on channel, subscribing it if it is new, and
+// waits (up to confirmWait) until Redis has confirmed the subscription, so
+// that an attempt made after it returns cannot miss the next release.
+func (s *subscriber) subscribe(ctx context.Context, channel string) (*subscription, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	cs := s.chans[channel]
+	if cs == nil {
+		var err error
+		if cs, err = s.add(ctx, channel); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	sub := &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
+	cs.waiters = append(cs.waiters, sub)
+	ready := cs.ready
+	s.mu.Unlock()
+
+	t := time.NewTimer(confirmWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+		sub.release()
+		return nil, ctx.Err()
+	case <-s.c.closing:
+		sub.release()
+		return nil, ErrClosed
+	}
+	return sub, nil
+}
+
+// add subscribes a new channel. s.mu is held.
+func (s *subscriber) add(ctx context.Context, channel string) (*chanSub, error) {
+	key := 0
+	_, cluster := s.c.rdb.(*redis.ClusterClient)
+	if s.c.cfg.ShardedPubSub && cluster {
+		key = slot(channel)
+	}
+	conn := s.conns[key]
+	var err error
+	switch {
+	case conn != nil && s.c.cfg.ShardedPubSub:
+		err = conn.ps.SSubscribe(ctx, channel)
+	case conn != nil:
+		err = conn.ps.Subscribe(ctx, channel)
+	case s.c.cfg.ShardedPubSub:
+		// A cluster client binds a sharded PubSub to the node of its first
+		// channel: create it with the channel.
+		conn = &psConn{ps: s.c.rdb.SSubscribe(ctx, channel), key: key}
+	default:
+		conn = &psConn{ps: s.c.rdb.Subscribe(ctx), key: key}
+		err = conn.ps.Subscribe(ctx, channel)
+	}
+	if err != nil {
+		if conn.chans == 0 && s.conns[key] == nil {
+			_ = conn.ps.Close()
+		}
+		return nil, fmt.Errorf("subscribe %s: %w", channel, err)
+	}
+	if s.conns[key] == nil {
+		s.conns[key] = conn
+		msgs := conn.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+		s.wg.Add(1)
+		go s.listen(msgs)
+	}
+	conn.chans++
+	cs := &chanSub{name: channel, conn: conn, ready: make(chan struct{})}
+	s.chans[channel] = cs
+	return cs, nil
+}
+
+// listen routes what one pub/sub connection receives until it is closed.
+func (s *subscriber) listen(msgs <-chan any) {
+	defer s.wg.Done()
+	for m := range msgs {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				s.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			s.message(m.Channel)
+		}
+	}
+}
+
+func (s *subscriber) confirmed(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.chans[channel]
+	if cs == nil {
+		return
+	}
+	if !cs.confirmed {
+		cs.confirmed = true
+		close(cs.ready)
+		return
+	}
+	// Subscribed again after a reconnect: a release may have gone unheard.
+	for _, w := range cs.waiters {
+		w.signal()
+	}
+}
+
+func (s *subscriber) message(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cs := s.chans[channel]; cs != nil {
+		cs.wakeOne()
+	}
+}
+
+// wakeOne wakes the longest-idle waiter that has no wake-up pending and
+// moves it to the back. s.mu is held.
+func (cs *chanSub) wakeOne() {
+	for i, w := range cs.waiters {
+		if w.signal() {
+			cs.waiters = append(append(cs.waiters[:i:i], cs.waiters[i+1:]...), w)
+			return
+		}
+	}
+}
+
+// signal leaves a wake-up for the waiter; false when one is pending already.
+func (w *subscription) signal() bool {
+	select {
+	case w.wake <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// hint asks for a wake-up after ttl at the latest (capped by MaxWaitTimer,
+// at least floor), by moving the channel's fallback timer earlier.
+func (w *subscription) hint(ttl, floor time.Duration) {
+	s := w.s
+	d := min(max(ttl, floor), s.c.cfg.MaxWaitTimer)
+	at := time.Now().Add(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := w.ch
+	if w.done || (cs.timer != nil && !at.Before(cs.timerAt)) {
+		return
+	}
+	if cs.timer != nil {
+		cs.timer.Stop()
+	}
+	cs.timerAt = at
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if cs.timer == t {
+			cs.timer = nil
+			cs.wakeOne()
+		}
+	})
+	cs.timer = t
+}
+
+// release ends the waiter's interest: a wake-up it did not use passes to
+// another waiter, and the last waiter of a channel unsubscribes it.
+func (w *subscription) release() {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done = true
+	cs := w.ch
+	cs.waiters = slices.DeleteFunc(cs.waiters, func(x *subscription) bool { return x == w })
+	select {
+	case <-w.wake:
+		cs.wakeOne()
+	default:
+	}
+	if len(cs.waiters) > 0 || s.closed {
+		return
+	}
+	if cs.timer != nil {
+		cs.timer.Stop()
+		cs.timer = nil
+	}
+	delete(s.chans, cs.name)
+	conn := cs.conn
+	conn.chans--
+	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
+	defer cancel()
+	if s.c.cfg.ShardedPubSub && conn.key != 0 && conn.chans == 0 {
+		// One connection per slot: close it rather than keep it idle.
+		delete(s.conns, conn.key)
+		_ = conn.ps.Close()
+		return
+	}
+	if s.c.cfg.ShardedPubSub {
+		_ = conn.ps.SUnsubscribe(ctx, cs.name)
+	} else {
+		_ = conn.ps.Unsubscribe(ctx, cs.name)
+	}
+}
+
+// counts returns the number of waiters, subscribed channels and connections.
+func (s *subscriber) counts() (waiters, channels, conns int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cs := range s.chans {
+		waiters += len(cs.waiters)
+	}
+	return waiters, len(s.chans), len(s.conns)
+}
+
+// close closes every pub/sub connection and waits for the listeners.
+func (s *subscriber) close() error {
+	s.mu.Lock()
+	s.closed = true
+	var first error
+	for _, conn := range s.conns {
+		if err := conn.ps.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, cs := range s.chans {
+		if cs.timer != nil {
+			cs.timer.Stop()
+			cs.timer = nil
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return first
+}

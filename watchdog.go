@@ -1,0 +1,223 @@
+package lualock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/generated"
+)
+
+// watchdog renews the lease of every watched hold of a client, every
+// WatchdogLease/3, in one script call per batch of locks (per cluster slot
+// on a cluster, per lock on a Ring), all batches in one pipeline. A lock the
+// script reports gone is lost. When renewals fail (Redis unreachable) it
+// retries sooner, and reports a hold lost once its last renewed lease would
+// have run out.
+type watchdog struct {
+	c       *Client
+	mu      sync.Mutex
+	entries map[*Lock]*watch
+	stop    chan struct{}
+	done    chan struct{}
+	ctx     context.Context // cancelled at close, ends calls in flight
+	cancel  context.CancelFunc
+}
+
+type watch struct {
+	gen     uint64
+	renewed time.Time // when the lease was last set: by the acquisition or a renewal
+}
+
+func newWatchdog(c *Client) *watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watchdog{c: c, entries: map[*Lock]*watch{}, stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	go w.run()
+	return w
+}
+
+func (w *watchdog) add(l *Lock, gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.entries[l] = &watch{gen: gen, renewed: time.Now()}
+}
+
+func (w *watchdog) remove(l *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.entries, l)
+}
+
+func (w *watchdog) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.entries)
+}
+
+// close stops the loop, waits for it, and ends the watched holds with
+// ErrClosed: nothing renews them any more.
+func (w *watchdog) close() {
+	close(w.stop)
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	left := w.entries
+	w.entries = map[*Lock]*watch{}
+	w.mu.Unlock()
+	for l, e := range left {
+		l.endHold(e.gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
+	}
+}
+
+func (w *watchdog) run() {
+	defer close(w.done)
+	every := w.c.cfg.renewEvery
+	retry := min(every/4, time.Second)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		next := every
+		if !w.renewAll() {
+			next = retry
+		}
+		t.Reset(next)
+	}
+}
+
+// batch is one renewal script call.
+type batch struct {
+	locks []*Lock
+	gens  []uint64
+	keys  generated.LockRenewKeys
+	args  generated.LockRenewArgs
+	cmd   *redis.Cmd
+}
+
+// renewAll renews every watched hold once. It returns false when some call
+// failed, so that the loop retries sooner.
+func (w *watchdog) renewAll() bool {
+	batches := w.batches()
+	if len(batches) == 0 {
+		return true
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.renewEvery)
+	defer cancel()
+	err := w.send(ctx, batches)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = generated.LockRenewScript.Load(ctx, w.c.rdb); err == nil {
+			err = w.send(ctx, batches)
+		}
+	}
+	ok := true
+	for _, b := range batches {
+		res, err := generated.LockRenewResult(b.cmd)
+		if err == nil && len(res) != len(b.locks) {
+			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
+		}
+		if err != nil {
+			ok = false
+			w.failed(b, err)
+			continue
+		}
+		w.renewed(b, res, start)
+	}
+	return ok
+}
+
+// send runs every batch in one pipeline and returns the first error.
+func (w *watchdog) send(ctx context.Context, batches []*batch) error {
+	_, err := w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, b := range batches {
+			b.cmd = generated.LockRenewCmd(ctx, p, b.keys, b.args)
+		}
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	return err
+}
+
+// batches groups the watched holds into renewal calls: per slot on a
+// cluster, one lock each on a Ring, otherwise as one group; none larger
+// than RenewBatch.
+func (w *watchdog) batches() []*batch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	group := func(*Lock) int { return 0 }
+	limit := w.c.cfg.RenewBatch
+	switch w.c.rdb.(type) {
+	case *redis.ClusterClient:
+		group = func(l *Lock) int { return slot(l.name) }
+	case *redis.Ring:
+		limit = 1
+	}
+	open := map[int]*batch{}
+	var out []*batch
+	lease := w.c.cfg.WatchdogLease.Milliseconds()
+	for l, e := range w.entries {
+		g := group(l)
+		b := open[g]
+		if b == nil || len(b.locks) >= limit {
+			b = &batch{args: generated.LockRenewArgs{LeaseMS: lease}}
+			open[g] = b
+			out = append(out, b)
+		}
+		b.locks = append(b.locks, l)
+		b.gens = append(b.gens, e.gen)
+		b.keys.Locks = append(b.keys.Locks, l.name)
+		b.args.Fields = append(b.args.Fields, l.field)
+	}
+	return out
+}
+
+func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
+	var lost []int
+	w.mu.Lock()
+	for i, l := range b.locks {
+		e := w.entries[l]
+		if e == nil || e.gen != b.gens[i] {
+			continue // unlocked meanwhile
+		}
+		if res[i] == 1 {
+			e.renewed = at
+			continue
+		}
+		delete(w.entries, l)
+		lost = append(lost, i)
+	}
+	w.mu.Unlock()
+	for _, i := range lost {
+		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: the renewal found it gone (expired, deleted or wiped)", ErrLockLost), true)
+	}
+}
+
+// failed handles a renewal call that got no answer: holds whose last lease
+// has run out by now are lost; the others wait for the next try.
+func (w *watchdog) failed(b *batch, err error) {
+	var lost []int
+	lease := w.c.cfg.WatchdogLease
+	w.mu.Lock()
+	for i, l := range b.locks {
+		e := w.entries[l]
+		if e == nil || e.gen != b.gens[i] || time.Since(e.renewed) < lease {
+			continue
+		}
+		delete(w.entries, l)
+		lost = append(lost, i)
+	}
+	w.mu.Unlock()
+	for _, i := range lost {
+		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: renewals failed for a whole lease: %v", ErrLockLost, err), true)
+	}
+}
