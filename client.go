@@ -29,7 +29,7 @@ type Client struct {
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
-	reqs    atomic.Uint64 // last unlock request id
+	reqs    atomic.Uint64 // last unlock request number
 	closing chan struct{} // closed by Close
 	once    sync.Once
 	wd      *watchdog
@@ -122,13 +122,10 @@ func (c *Client) newLock(name string, k kind) *Lock {
 		kind:    k,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
 		channel: tag(channelPrefix, name),
+		latch:   tag(latchPrefix, name) + ":" + c.id + ":",
 		invalid: checkName(name),
 	}
 	return l
-}
-
-func (c *Client) requestID() string {
-	return c.id + ":" + strconv.FormatUint(c.reqs.Add(1), 10)
 }
 
 // uuid4 returns a random RFC 4122 version 4 UUID in its text form.

@@ -40,7 +40,7 @@ func (l *Lock) fairKeys() (queue, timeouts string) {
 // waiterChannel is the channel on which the fair lock wakes this handle.
 func (l *Lock) waiterChannel() string { return l.channel + ":" + l.field }
 
-func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (*int64, error) {
+func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (int64, error) {
 	if want == 1 {
 		w.queued = true // from now on the waiter may stand in the queue
 	}
@@ -51,11 +51,11 @@ func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int
 			Holds: int64(want), Publish: l.c.cfg.publish})
 }
 
-func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, req string) (*int64, error) {
+func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch string) (*int64, error) {
 	queue, timeouts := l.fairKeys()
 	return generated.FairRelease(ctx, l.c.rdb,
 		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
-			Latch: tag(latchPrefix, l.name) + ":" + req},
+			Latch: latch},
 		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
 			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,20 +54,22 @@ type Lock struct {
 	kind    kind
 	field   string // owner field C:H
 	channel string // release channel of the reentrant lock
+	latch   string // unlock latch prefix: tag(latchPrefix, name) + ":" + C + ":"
 	invalid error  // set by a bad name
 
 	op sync.Mutex // one acquisition or release of this handle at a time
 
 	mu        sync.Mutex
-	holds     int           // hold count this handle has in Redis
-	gen       uint64        // counts holds from first lock to last unlock
-	lease     time.Duration // lease of the current hold
-	watched   bool          // the watchdog renews the hold
-	lost      error         // why the hold was lost, until its holds are unlocked
-	ctx       context.Context
+	holds     int             // hold count this handle has in Redis
+	gen       uint64          // counts holds from first lock to last unlock
+	lease     time.Duration   // lease of the current hold
+	watched   bool            // the watchdog renews the hold
+	lost      error           // why the hold was lost, until its holds are unlocked
+	ended     error           // why the last hold ended, for a Context asked for afterwards
+	ctx       context.Context // made on demand by Context
 	cancel    context.CancelCauseFunc
 	expiry    *time.Timer // fixed lease: ends ctx when the lease runs out
-	unlockReq string      // request id of an Unlock whose outcome is unknown
+	unlockReq string      // latch key of an Unlock whose outcome is unknown
 }
 
 // Name returns the lock's name, its key in Redis.
@@ -180,14 +184,18 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		case err != nil:
 			pause = bo.step()
 		case w.sub == nil:
-			if err := w.subscribe(ctx); err != nil {
+			fresh, err := w.subscribe(ctx)
+			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, ErrClosed) || !transient(err) {
 					return l.waitErr(ctx, err)
 				}
 				lastErr, pause = err, bo.step()
 				break
 			}
-			continue // a release before the subscription was confirmed would be missed: try again now
+			if fresh {
+				continue // a release before the subscription was confirmed went unheard: try again now
+			}
+			fallthrough
 		default:
 			bo = l.c.newBackoff()
 			lastErr = nil
@@ -250,8 +258,8 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 		set = l.c.cfg.WatchdogLease
 	}
 	start := time.Now()
-	ttl, err := l.runAcquire(ctx, set, want, w)
-	if redis.HasErrorPrefix(err, "LOST") {
+	wait, err := l.runAcquire(ctx, set, want, w)
+	if err != nil && redis.HasErrorPrefix(err, "LOST") {
 		l.endHold(l.generation(), fmt.Errorf("%w: %v", ErrLockLost, err), true)
 		return false, 0, l.lostCause()
 	}
@@ -264,14 +272,14 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 		}
 		return false, 0, err
 	}
-	if ttl != nil {
-		return false, time.Duration(*ttl) * time.Millisecond, nil
+	if wait != 0 {
+		return false, time.Duration(wait) * time.Millisecond, nil
 	}
 	l.held(want, lease, start)
 	return true, 0, nil
 }
 
-func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (*int64, error) {
+func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (int64, error) {
 	switch l.kind {
 	case fair:
 		return l.runFairAcquire(ctx, lease, want, w)
@@ -291,7 +299,7 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) {
 	if err != nil || len(st) != 3 || st[1] != int64(want) {
 		return
 	}
-	_, _ = l.runRelease(ctx, lease, l.c.requestID())
+	_, _ = l.runRelease(ctx, lease, l.latchKey())
 }
 
 func (l *Lock) generation() uint64 {
@@ -317,7 +325,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) {
 	l.holds = want
 	if want == 1 {
 		l.gen++
-		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		l.ctx, l.cancel, l.ended = nil, nil, nil
 	}
 	if lease == 0 {
 		l.stopExpiry()
@@ -370,6 +378,7 @@ func (l *Lock) finish(cause error) {
 		l.watched = false
 		l.c.wd.remove(l)
 	}
+	l.ended = cause
 	if l.cancel != nil {
 		l.cancel(cause)
 	}
@@ -404,12 +413,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return l.errorf("unlock", err)
 	}
 	if l.unlockReq == "" {
-		l.unlockReq = l.c.requestID()
+		l.unlockReq = l.latchKey()
 	}
-	lease, req := l.lease, l.unlockReq
+	lease, latch := l.lease, l.unlockReq
 	l.mu.Unlock()
 
-	res, err := l.runRelease(ctx, lease, req)
+	res, err := l.runRelease(ctx, lease, latch)
 	if err != nil {
 		return l.errorf("unlock", err)
 	}
@@ -430,12 +439,23 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-func (l *Lock) runRelease(ctx context.Context, lease time.Duration, req string) (*int64, error) {
+// latchKey returns the latch key of a new release request: the lock's latch
+// prefix, the client id and a number no other request of the client has.
+func (l *Lock) latchKey() string {
+	var num [20]byte
+	var b strings.Builder
+	b.Grow(len(l.latch) + len(num))
+	b.WriteString(l.latch)
+	b.Write(strconv.AppendUint(num[:0], l.c.reqs.Add(1), 10))
+	return b.String()
+}
+
+func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string) (*int64, error) {
 	if l.kind == fair {
-		return l.runFairRelease(ctx, lease, req)
+		return l.runFairRelease(ctx, lease, latch)
 	}
 	return generated.LockRelease(ctx, l.c.rdb,
-		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: tag(latchPrefix, l.name) + ":" + req},
+		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
 		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
@@ -540,8 +560,15 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 func (l *Lock) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.holds == 0 || l.ctx == nil {
+	if l.holds == 0 {
 		return notHeld
+	}
+	if l.ctx == nil {
+		// Made on first use: most holds never ask for it.
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.ended != nil {
+			l.cancel(l.ended)
+		}
 	}
 	return l.ctx
 }

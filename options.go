@@ -33,6 +33,13 @@ type Options struct {
 	// TRYAGAIN, CLUSTERDOWN, READONLY). Defaults 10ms and 1s.
 	RetryMin, RetryMax time.Duration
 
+	// SubscriptionLinger is how long a channel stays subscribed after its
+	// last waiter got the lock, so that an owner that contends again soon
+	// does not pay SUBSCRIBE and UNSUBSCRIBE on every acquisition. A waiter
+	// that gives up unsubscribes at once. Default 500ms; negative: never
+	// linger.
+	SubscriptionLinger time.Duration
+
 	// RenewBatch is the most locks the watchdog renews in one script call.
 	// Default 500.
 	RenewBatch int
@@ -92,6 +99,12 @@ func (o Options) normalize() (config, error) {
 		o.RenewBatch = 500
 	case o.RenewBatch < 0:
 		return config{}, fmt.Errorf("%w: Options.RenewBatch is %d, want > 0", ErrInvalid, o.RenewBatch)
+	}
+	switch {
+	case o.SubscriptionLinger == 0:
+		o.SubscriptionLinger = 500 * time.Millisecond
+	case o.SubscriptionLinger < 0:
+		o.SubscriptionLinger = 0
 	}
 	c := config{Options: o, renewEvery: o.WatchdogLease / 3, publish: "publish"}
 	if o.ShardedPubSub {

@@ -51,6 +51,8 @@ type chanSub struct {
 	waiters   []*subscription
 	timer     *time.Timer
 	timerAt   time.Time
+	linger    *time.Timer // unsubscribes a channel left without waiters
+	pending   bool        // a message came while no waiter listened
 }
 
 // subscription is one waiter's interest in a channel.
@@ -67,25 +69,39 @@ func newSubscriber(c *Client) *subscriber {
 
 // subscribe registers a waiter on channel, subscribing it if it is new, and
 // waits (up to confirmWait) until Redis has confirmed the subscription, so
-// that an attempt made after it returns cannot miss the next release.
-func (s *subscriber) subscribe(ctx context.Context, channel string) (*subscription, error) {
+// that an attempt made after it returns cannot miss the next release. fresh
+// is false when the channel was subscribed and confirmed already (a
+// lingering subscription): then no release since the caller's last attempt
+// can have gone unheard, since a message with no waiter to wake is kept for
+// the next one.
+func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscription, fresh bool, err error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	cs := s.chans[channel]
+	if cs != nil && cs.linger != nil {
+		cs.linger.Stop()
+		cs.linger = nil
+	}
 	if cs == nil {
-		var err error
 		if cs, err = s.add(ctx, channel); err != nil {
 			s.mu.Unlock()
-			return nil, err
+			return nil, false, err
 		}
 	}
-	sub := &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
+	sub = &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
 	cs.waiters = append(cs.waiters, sub)
-	ready := cs.ready
+	if cs.pending {
+		cs.pending = false
+		sub.signal()
+	}
+	ready, fresh := cs.ready, !cs.confirmed
 	s.mu.Unlock()
+	if !fresh {
+		return sub, false, nil
+	}
 
 	t := time.NewTimer(confirmWait)
 	defer t.Stop()
@@ -93,13 +109,13 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (*subscripti
 	case <-ready:
 	case <-t.C:
 	case <-ctx.Done():
-		sub.release()
-		return nil, ctx.Err()
+		sub.release(false)
+		return nil, false, ctx.Err()
 	case <-s.c.closing:
-		sub.release()
-		return nil, ErrClosed
+		sub.release(false)
+		return nil, false, ErrClosed
 	}
-	return sub, nil
+	return sub, true, nil
 }
 
 // add subscribes a new channel. s.mu is held.
@@ -178,20 +194,21 @@ func (s *subscriber) confirmed(channel string) {
 func (s *subscriber) message(channel string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cs := s.chans[channel]; cs != nil {
-		cs.wakeOne()
+	if cs := s.chans[channel]; cs != nil && !cs.wakeOne() && len(cs.waiters) == 0 {
+		cs.pending = true
 	}
 }
 
 // wakeOne wakes the longest-idle waiter that has no wake-up pending and
-// moves it to the back. s.mu is held.
-func (cs *chanSub) wakeOne() {
+// moves it to the back. It reports whether it woke one. s.mu is held.
+func (cs *chanSub) wakeOne() bool {
 	for i, w := range cs.waiters {
 		if w.signal() {
 			cs.waiters = append(append(cs.waiters[:i:i], cs.waiters[i+1:]...), w)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // signal leaves a wake-up for the waiter; false when one is pending already.
@@ -233,8 +250,9 @@ func (w *subscription) hint(ttl, floor time.Duration) {
 }
 
 // release ends the waiter's interest: a wake-up it did not use passes to
-// another waiter, and the last waiter of a channel unsubscribes it.
-func (w *subscription) release() {
+// another waiter, and the last waiter of a channel unsubscribes it, at once
+// or, when it got the lock (acquired), after Options.SubscriptionLinger.
+func (w *subscription) release(acquired bool) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -256,6 +274,24 @@ func (w *subscription) release() {
 		cs.timer.Stop()
 		cs.timer = nil
 	}
+	if linger := s.c.cfg.SubscriptionLinger; acquired && linger > 0 {
+		var t *time.Timer
+		t = time.AfterFunc(linger, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if cs.linger == t && len(cs.waiters) == 0 && !s.closed {
+				cs.linger = nil
+				s.unsubscribe(cs)
+			}
+		})
+		cs.linger = t
+		return
+	}
+	s.unsubscribe(cs)
+}
+
+// unsubscribe drops a channel that has no waiters. s.mu is held.
+func (s *subscriber) unsubscribe(cs *chanSub) {
 	delete(s.chans, cs.name)
 	conn := cs.conn
 	conn.chans--
@@ -298,6 +334,10 @@ func (s *subscriber) close() error {
 		if cs.timer != nil {
 			cs.timer.Stop()
 			cs.timer = nil
+		}
+		if cs.linger != nil {
+			cs.linger.Stop()
+			cs.linger = nil
 		}
 	}
 	s.mu.Unlock()

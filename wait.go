@@ -16,18 +16,20 @@ type waiting struct {
 }
 
 // subscribe listens on the channel that announces the lock's release to
-// this waiter: the lock's channel, or for the fair lock the waiter's own.
-func (w *waiting) subscribe(ctx context.Context) error {
+// this waiter: the lock's channel, or for the fair lock the waiter's own. It
+// reports whether the subscription is new, in which case a release may have
+// gone unheard since the last attempt.
+func (w *waiting) subscribe(ctx context.Context) (fresh bool, err error) {
 	ch := w.l.channel
 	if w.l.kind == fair {
 		ch = w.l.waiterChannel()
 	}
-	sub, err := w.l.c.subs.subscribe(ctx, ch)
+	sub, fresh, err := w.l.c.subs.subscribe(ctx, ch)
 	if err != nil {
-		return err
+		return false, err
 	}
 	w.sub = sub
-	return nil
+	return fresh, nil
 }
 
 // sleep waits for a wake-up on the subscription (when pause < 0) or for
@@ -65,7 +67,7 @@ func (w *waiting) sleep(ctx context.Context, pause time.Duration, deadline time.
 // a fair waiter that did not get the lock, leaves the queue.
 func (w *waiting) end(ctx context.Context) {
 	if w.sub != nil {
-		w.sub.release()
+		w.sub.release(w.acquired)
 	}
 	if w.queued && !w.acquired {
 		w.l.giveUp(ctx)

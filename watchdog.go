@@ -21,7 +21,7 @@ import (
 type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
-	entries map[*Lock]*watch
+	entries map[*Lock]watch
 	stop    chan struct{}
 	done    chan struct{}
 	ctx     context.Context // cancelled at close, ends calls in flight
@@ -35,7 +35,7 @@ type watch struct {
 
 func newWatchdog(c *Client) *watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watchdog{c: c, entries: map[*Lock]*watch{}, stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	w := &watchdog{c: c, entries: map[*Lock]watch{}, stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	go w.run()
 	return w
 }
@@ -43,7 +43,7 @@ func newWatchdog(c *Client) *watchdog {
 func (w *watchdog) add(l *Lock, gen uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.entries[l] = &watch{gen: gen, renewed: time.Now()}
+	w.entries[l] = watch{gen: gen, renewed: time.Now()}
 }
 
 func (w *watchdog) remove(l *Lock) {
@@ -66,7 +66,7 @@ func (w *watchdog) close() {
 	<-w.done
 	w.mu.Lock()
 	left := w.entries
-	w.entries = map[*Lock]*watch{}
+	w.entries = map[*Lock]watch{}
 	w.mu.Unlock()
 	for l, e := range left {
 		l.endHold(e.gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
@@ -185,12 +185,13 @@ func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
 	var lost []int
 	w.mu.Lock()
 	for i, l := range b.locks {
-		e := w.entries[l]
-		if e == nil || e.gen != b.gens[i] {
+		e, ok := w.entries[l]
+		if !ok || e.gen != b.gens[i] {
 			continue // unlocked meanwhile
 		}
 		if res[i] == 1 {
 			e.renewed = at
+			w.entries[l] = e
 			continue
 		}
 		delete(w.entries, l)
@@ -209,8 +210,8 @@ func (w *watchdog) failed(b *batch, err error) {
 	lease := w.c.cfg.WatchdogLease
 	w.mu.Lock()
 	for i, l := range b.locks {
-		e := w.entries[l]
-		if e == nil || e.gen != b.gens[i] || time.Since(e.renewed) < lease {
+		e, ok := w.entries[l]
+		if !ok || e.gen != b.gens[i] || time.Since(e.renewed) < lease {
 			continue
 		}
 		delete(w.entries, l)

@@ -7,6 +7,7 @@ import (
 	"go/format"
 	"go/token"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,8 +75,9 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 
 	out := map[string][]byte{}
 	converters := map[string]bool{}
+	composed := map[string]string{}
 	for _, s := range scripts {
-		conv := converterExpr(s.Return, converters)
+		conv := converterExpr(s.Return, converters, composed)
 		d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
 		d.fill(conv)
 		name := OutputName(s.File)
@@ -90,6 +92,10 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 		if converters[name] {
 			convs = append(convs, converterSource[name])
 		}
+	}
+	names := slices.Sorted(maps.Keys(composed))
+	for _, name := range names {
+		convs = append(convs, composed[name])
 	}
 	b, err := render("shared.go.tmpl", SharedFile, sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: scripts, Converters: convs})
 	if err != nil {
@@ -219,21 +225,27 @@ func sourceLiteral(src []byte) string {
 	return "`" + strings.ReplaceAll(s, "`", "` + \"`\" + `") + "`"
 }
 
-// converterExpr is the Go expression that converts a reply of type r, and
-// marks the converters it needs.
-func converterExpr(r Return, need map[string]bool) string {
+// converterExpr returns the name of the converter of a reply of type r, and
+// records in need the converters it uses. A composed converter (nullable,
+// array) becomes a package-level var, so that a call does not allocate it.
+func converterExpr(r Return, need map[string]bool, composed map[string]string) string {
 	base := map[string]string{"nil": "asNil", "int": "asInt", "string": "asString", "status": "asString", "bool": "asBool", "any": "asAny"}[r.Base]
 	need[base] = true
-	e := base
+	if !r.Nullable && !r.Array {
+		return base
+	}
+	name, expr := strings.TrimPrefix(base, "as"), base // asInt -> Int
 	if r.Nullable {
 		need["nullable"] = true
-		e = "nullable(" + e + ")"
+		name, expr = "Nullable"+name, "nullable("+expr+")"
 	}
 	if r.Array {
 		need["arrayOf"] = true
-		e = "arrayOf(" + e + ")"
+		name, expr = "ArrayOf"+name, "arrayOf("+expr+")"
 	}
-	return e
+	name = "conv" + name // convArrayOfNullableInt
+	composed[name] = "// " + name + " converts a " + r.String() + " reply.\nvar " + name + " = " + expr
+	return name
 }
 
 var converterOrder = []string{"asNil", "asInt", "asString", "asBool", "asAny", "nullable", "arrayOf"}

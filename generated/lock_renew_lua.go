@@ -82,7 +82,7 @@ var LockRenewScript = &Script{
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner no longer holds it
 func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) ([]int64, error) {
 	v, err := LockRenewScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockRenewScript, v, err, arrayOf(asInt))
+	return convert(LockRenewScript, v, err, convArrayOfInt)
 }
 
 // LockRenewCmd sends LockRenew's EVALSHA once, with no NOSCRIPT recovery: use it in
@@ -94,7 +94,7 @@ func LockRenewCmd(ctx context.Context, c redis.Scripter, k LockRenewKeys, a Lock
 // LockRenewResult converts the reply of a LockRenewCmd to LockRenew's typed result.
 func LockRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(LockRenewScript, v, err, arrayOf(asInt))
+	return convert(LockRenewScript, v, err, convArrayOfInt)
 }
 
 func (k LockRenewKeys) keys() []string {

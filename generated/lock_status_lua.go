@@ -57,7 +57,7 @@ var LockStatusScript = &Script{
 // Reply ([]int): {1 if the lock exists else 0, hold count of the owner, PTTL in ms (-2: no lock, -1: no expiry)}
 func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) ([]int64, error) {
 	v, err := LockStatusScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockStatusScript, v, err, arrayOf(asInt))
+	return convert(LockStatusScript, v, err, convArrayOfInt)
 }
 
 // LockStatusCmd sends LockStatus's EVALSHA_RO once, with no NOSCRIPT recovery: use it in
@@ -69,7 +69,7 @@ func LockStatusCmd(ctx context.Context, c redis.Scripter, k LockStatusKeys, a Lo
 // LockStatusResult converts the reply of a LockStatusCmd to LockStatus's typed result.
 func LockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(LockStatusScript, v, err, arrayOf(asInt))
+	return convert(LockStatusScript, v, err, convArrayOfInt)
 }
 
 func (k LockStatusKeys) keys() []string {

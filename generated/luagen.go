@@ -79,7 +79,7 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	backoff := Retry.Backoff
 	for try := 1; ; try++ {
 		v, err := s.run(ctx, c, keys, args)
-		if err == nil || try >= attempts || !transient(err) || ctx.Err() != nil {
+		if err == nil || err == redis.Nil || try >= attempts || !transient(err) || ctx.Err() != nil {
 			return v, err
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -96,7 +96,7 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 
 func (s *Script) run(ctx context.Context, c redis.Scripter, keys []string, args []any) (any, error) {
 	v, err := s.Cmd(ctx, c, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && err != redis.Nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if err := s.Load(ctx, c); err != nil {
 			return nil, err
 		}
@@ -232,3 +232,9 @@ func arrayOf[T any](f func(any) (T, error)) func(any) ([]T, error) {
 		return out, nil
 	}
 }
+
+// convArrayOfInt converts a []int reply.
+var convArrayOfInt = arrayOf(asInt)
+
+// convNullableInt converts a int? reply.
+var convNullableInt = nullable(asInt)

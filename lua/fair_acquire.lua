@@ -11,7 +11,8 @@
 -- a free lock to a new head other than the caller, that head is woken.
 --
 -- As in lock_acquire, the caller names the hold count the call should leave,
--- so a repeated call does not count a re-entry twice.
+-- so a repeated call does not count a re-entry twice, and success is 0
+-- rather than nil (see lock_acquire).
 --
 -- @key    lock      the lock hash N: field C:H -> hold count
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -22,7 +23,7 @@
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    holds     int     hold count after this call (1 for a first acquisition)
 -- @arg    publish   string  publishing command: publish or spublish
--- @return int?  nil when the lock is held with that count; otherwise ms to wait before asking again
+-- @return int   0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 -- @flag   idempotent
 
 local lock = KEYS[1]
@@ -73,7 +74,7 @@ end
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then
   redis.call('pexpire', lock, lease)
-  return nil
+  return 0
 end
 if current ~= holds - 1 then
   if current == 0 then
@@ -84,7 +85,7 @@ end
 if current > 0 then
   redis.call('hincrby', lock, field, 1)
   redis.call('pexpire', lock, lease)
-  return nil
+  return 0
 end
 
 local head = redis.call('lindex', queue, 0)
@@ -100,7 +101,7 @@ if free and (not head or head == field) then
   end
   redis.call('hset', lock, field, 1)
   redis.call('pexpire', lock, lease)
-  return nil
+  return 0
 end
 
 if purged and free and head then
@@ -113,10 +114,10 @@ if pos then
   -- Queued already: renew the deadline and wait for the one ahead.
   redis.call('zadd', timeouts, now + pttl + (pos + 1) * wait, field)
   if pos == 0 then
-    return pttl
+    return math.max(pttl, 1)
   end
   local ahead = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, pos - 1)))
-  return math.max((ahead or now) - now, 0)
+  return math.max((ahead or now) - now, 1)
 end
 
 -- Join the back of the queue.
@@ -131,4 +132,4 @@ end
 if redis.call('zadd', timeouts, ttl + wait + now, field) == 1 then
   redis.call('rpush', queue, field)
 end
-return ttl
+return math.max(ttl, 1)

@@ -70,11 +70,13 @@ if redis.call('exists', lock) == 0 then
   wake_head()
   return nil
 end
-if redis.call('hexists', lock, field) == 0 then
+local holds = tonumber(redis.call('hget', lock, field))
+if not holds then
   return nil
 end
 
-if redis.call('hincrby', lock, field, -1) > 0 then
+if holds > 1 then
+  redis.call('hincrby', lock, field, -1)
   redis.call('pexpire', lock, lease)
   redis.call('set', latch, 0, 'px', latch_ms)
   return 0

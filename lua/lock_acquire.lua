@@ -6,11 +6,14 @@
 -- count the re-entry twice. A re-entry that finds the owner's earlier holds
 -- gone (expired, deleted) fails with a LOST error and changes nothing.
 --
+-- Success is 0 rather than nil: go-redis turns a nil reply into an error
+-- value, which costs every acquisition a dozen allocations.
+--
 -- @key    lock      the lock hash N: field C:H -> hold count
 -- @arg    lease_ms  int     lease to set on the lock, in milliseconds
 -- @arg    field     string  owner field C:H
 -- @arg    holds     int     hold count after this call (1 for a first acquisition)
--- @return int?  nil when the lock is held with that count; otherwise the lock's PTTL in ms (-1: no expiry)
+-- @return int   0 when the lock is held with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 -- @flag   idempotent
 
 local lock = KEYS[1]
@@ -33,7 +36,7 @@ local current = tonumber(redis.call('hget', lock, field) or 0)
 -- A repeated call: the count is already what the caller asked for.
 if current == holds then
   redis.call('pexpire', lock, lease)
-  return nil
+  return 0
 end
 
 if current ~= holds - 1 then
@@ -46,7 +49,11 @@ end
 if current > 0 or redis.call('exists', lock) == 0 then
   redis.call('hincrby', lock, field, 1)
   redis.call('pexpire', lock, lease)
-  return nil
+  return 0
 end
 
-return redis.call('pttl', lock)
+local pttl = redis.call('pttl', lock)
+if pttl == -1 then
+  return -1
+end
+return math.max(pttl, 1)

@@ -38,11 +38,13 @@ if replay then
   return tonumber(replay)
 end
 
-if redis.call('hexists', lock, field) == 0 then
+local holds = tonumber(redis.call('hget', lock, field))
+if not holds then
   return nil
 end
 
-if redis.call('hincrby', lock, field, -1) > 0 then
+if holds > 1 then
+  redis.call('hincrby', lock, field, -1)
   redis.call('pexpire', lock, lease)
   redis.call('set', latch, 0, 'px', latch_ms)
   return 0

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"go/token"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lualock/lualock/gen"
+)
+
+const usage = `usage: luagen [command] [flags]
+
+Commands:
+  generate  lint the scripts and write the Go package (the default)
+  check     report generated files that are stale or orphaned; writes nothing
+  lint      print every finding about the scripts
+  list      print each script's name, file, SHA1, keys, args, return and flags
+  load      SCRIPT LOAD every script into Redis and verify its SHA1
+  help      print this help
+
+Flags of every command:
+  -src dir     folder of the .lua files (default "lua")
+  -out dir     folder of the generated package (default "generated")
+  -pkg name    package name of the generated files (default: base name of -out)
+
+Flags of list:
+  -json        print a JSON array instead of a table
+
+Flags of load:
+  -addr url    redis://host:port[/db] or host:port (default $REDIS_URL,
+               else redis://127.0.0.1:6379)
+  -cluster     -addr is a Redis Cluster seed: comma-separated host:port, or a
+               redis:// URL; the scripts are loaded into every node
+  -timeout d   bound on the whole load (default 10s)
+
+Exit status: 0 success, 1 findings or errors (check: stale files), 2 usage.
+`
+
+// options are the parsed command line.
+type options struct {
+	cmd     string
+	src     string
+	out     string
+	pkg     string
+	pkgSet  bool
+	json    bool
+	addr    string
+	cluster bool
+	timeout time.Duration
+}
+
+// cli carries the output streams of one run.
+type cli struct {
+	stdout, stderr io.Writer
+}
+
+// run runs luagen with the arguments that follow the program name and
+// returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	o, code := c.parse(args)
+	if o == nil {
+		return code
+	}
+	if o.cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	w, err := newWorkspace(o.src, o.out)
+	if err != nil {
+		c.errorf("%v", err)
+		return 1
+	}
+	if o.pkg == "" {
+		o.pkg = filepath.Base(w.outDir)
+	}
+	w.cfg.Package = o.pkg
+	switch o.cmd {
+	case "generate", "check":
+		if !token.IsIdentifier(o.pkg) {
+			if o.pkgSet {
+				c.errorf("-pkg %q is not a Go identifier", o.pkg)
+				fmt.Fprint(stderr, usage)
+				return 2
+			}
+			c.errorf("package name %q, the base name of -out, is not a Go identifier: set -pkg", o.pkg)
+			return 1
+		}
+		if o.cmd == "generate" {
+			return c.generate(w)
+		}
+		return c.check(w)
+	case "lint":
+		return c.lint(w)
+	case "list":
+		return c.list(w, o.json)
+	case "load":
+		return c.load(w, o)
+	}
+	panic("unreachable: parse accepted command " + o.cmd)
+}
+
+// parse reads the command and its flags. It returns nil and the exit status
+// when the run is over: after -h, or on a usage error.
+func (c *cli) parse(args []string) (*options, int) {
+	o := &options{cmd: "generate"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		o.cmd, args = args[0], args[1:]
+	}
+	switch o.cmd {
+	case "help":
+		return o, 0
+	case "generate", "check", "lint", "list", "load":
+	default:
+		c.errorf("unknown command %q", o.cmd)
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	}
+	fset := flag.NewFlagSet("luagen "+o.cmd, flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	fset.Usage = func() {}
+	fset.StringVar(&o.src, "src", "lua", "")
+	fset.StringVar(&o.out, "out", "generated", "")
+	fset.StringVar(&o.pkg, "pkg", "", "")
+	switch o.cmd {
+	case "list":
+		fset.BoolVar(&o.json, "json", false, "")
+	case "load":
+		def := os.Getenv("REDIS_URL")
+		if def == "" {
+			def = "redis://127.0.0.1:6379"
+		}
+		fset.StringVar(&o.addr, "addr", def, "")
+		fset.BoolVar(&o.cluster, "cluster", false, "")
+		fset.DurationVar(&o.timeout, "timeout", 10*time.Second, "")
+	}
+	err := fset.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(c.stdout, usage)
+		return nil, 0
+	case err != nil:
+		c.errorf("%s: %v", o.cmd, err)
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	case fset.NArg() > 0:
+		c.errorf("%s: unexpected argument %q", o.cmd, fset.Arg(0))
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	}
+	fset.Visit(func(f *flag.Flag) {
+		if f.Name == "pkg" {
+			o.pkgSet = true
+		}
+	})
+	for _, f := range []struct{ name, val string }{{"src", o.src}, {"out", o.out}} {
+		if f.val == "" {
+			c.errorf("%s: -%s must not be empty", o.cmd, f.name)
+			fmt.Fprint(c.stderr, usage)
+			return nil, 2
+		}
+	}
+	if o.cmd == "load" && o.timeout <= 0 {
+		c.errorf("load: -timeout must be positive")
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	}
+	return o, 0
+}
+
+// errorf prints a message prefixed "luagen: " on stderr.
+func (c *cli) errorf(format string, a ...any) {
+	fmt.Fprintf(c.stderr, "luagen: "+format+"\n", a...)
+}
+
+// workspace ties the command line's folders to gen's view of them.
+type workspace struct {
+	cwd    string // absolute working directory
+	root   string // absolute folder fsys is rooted at
+	fsys   fs.FS
+	cfg    gen.Config // Src is relative to root, with slashes
+	outDir string     // absolute output folder
+}
+
+// newWorkspace resolves -src and -out. The file system is rooted at the
+// module root (the nearest folder at or above src holding a go.mod), so that
+// Config.Src, and every path recorded in the generated code, is relative to
+// the module root wherever luagen runs. Without a go.mod it is the working
+// directory when src is inside it, and the parent of src otherwise.
+func newWorkspace(src, out string) (*workspace, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	srcAbs := absPath(cwd, src)
+	root, ok := moduleRoot(srcAbs)
+	if !ok {
+		if within(cwd, srcAbs) {
+			root = cwd
+		} else {
+			root = filepath.Dir(srcAbs)
+		}
+	}
+	rel, err := filepath.Rel(root, srcAbs)
+	if err != nil {
+		return nil, fmt.Errorf("-src %s: %w", src, err)
+	}
+	return &workspace{
+		cwd:    cwd,
+		root:   root,
+		fsys:   os.DirFS(root),
+		cfg:    gen.Config{Src: filepath.ToSlash(rel)},
+		outDir: absPath(cwd, out),
+	}, nil
+}
+
+func absPath(cwd, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(cwd, p)
+}
+
+// within reports whether path is dir or inside it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// moduleRoot returns the nearest folder at or above dir that holds a go.mod.
+func moduleRoot(dir string) (string, bool) {
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && fi.Mode().IsRegular() {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+// show turns an absolute path into the path printed in messages: relative
+// to the working directory, with slashes.
+func (w *workspace) show(abs string) string {
+	rel, err := filepath.Rel(w.cwd, abs)
+	if err != nil {
+		return filepath.ToSlash(abs)
+	}
+	return filepath.ToSlash(rel)
+}
+
+// showFS turns a path of fsys (as in Diagnostic.File) into a printed path.
+func (w *workspace) showFS(name string) string {
+	return w.show(filepath.Join(w.root, filepath.FromSlash(name)))
+}
+
+// outFile is the absolute path of a generated file.
+func (w *workspace) outFile(name string) string { return filepath.Join(w.outDir, name) }
+
+// printDiags prints diagnostics on stderr, one a line, with their paths
+// relative to the working directory.
+func (c *cli) printDiags(w *workspace, ds []gen.Diagnostic) {
+	for _, d := range ds {
+		d.File = w.showFS(d.File)
+		fmt.Fprintln(c.stderr, d.String())
+	}
+}
+
+// summary counts the errors and warnings: "2 errors, 1 warning".
+func summary(ds []gen.Diagnostic) string {
+	var errs, warns int
+	for _, d := range ds {
+		if d.Severity == gen.Warning {
+			warns++
+		} else {
+			errs++
+		}
+	}
+	s := plural(errs, "error")
+	if warns > 0 {
+		s += ", " + plural(warns, "warning")
+	}
+	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// lint prints every finding; only errors fail.
+func (c *cli) lint(w *workspace) int {
+	ds := gen.Lint(w.fsys, w.cfg)
+	c.printDiags(w, ds)
+	if gen.HasErrors(ds) {
+		c.errorf("%s", summary(ds))
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,57 @@
+// Package lualock provides distributed locks on Redis that share their data
+// layout with Redisson's: a Go service and a Java service using Redisson can
+// lock the same name safely. The layout is specified in PROTOCOL.md.
+//
+// # Lock model
+//
+// A Client wraps a go-redis client (standalone, failover or cluster) and has
+// a random client id C. Client.NewLock returns a *Lock: a handle with its own
+// holder id H, which owns its holds under the field C:H of the lock's hash.
+// Go has no thread ids, so the handle takes the place of Redisson's thread:
+// re-entry goes through the same handle, and every other handle, in this
+// process or elsewhere, is another owner. Client.NewFairLock returns a handle
+// on a fair lock, which grants the lock in the order waiters first asked.
+//
+// Lock blocks until the lock is held or the context ends, and TryLock gives up
+// after a wait. Every call that reaches Redis runs one of the Lua scripts of
+// the lua/ folder through the wrappers that luagen generated, so one round
+// trip takes or releases a lock.
+//
+// # Waiting
+//
+// A waiter does not poll. It subscribes to the lock's release channel (the
+// fair lock: to its own channel, so only the head of the queue is woken) over
+// one pub/sub connection that all waiters of a Client share, and tries again
+// when a release is announced. Each channel also has a fallback timer, set
+// from the lock's remaining lease and capped by Options.MaxWaitTimer, so a
+// lost message delays a waiter but never hangs it. Transient Redis errors
+// are retried with capped, jittered exponential backoff inside the caller's
+// deadline.
+//
+// # Watchdog
+//
+// A lock taken without a lease (Lock, TryLock) is held for
+// Options.WatchdogLease (30 s by default) and renewed every third of it by
+// the client's watchdog, which renews all of the client's held locks with one
+// script call per batch (per cluster slot). LockLease and TryLockLease take
+// a fixed lease instead and are not renewed.
+//
+// # Losing a lock
+//
+// A held lock can be lost: its lease ran out, someone deleted it, Redis
+// restarted without persistence or failed over, or renewals failed for a
+// whole lease. A hold's Context (and Done) ends when that is found, with
+// ErrLockLost as its cause (see context.Cause); after a normal Unlock the
+// cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
+// when the lock is lost.
+//
+// # What a Redis lock cannot promise
+//
+// Mutual exclusion holds while one primary serves the lock's keys and each
+// holder finishes inside its lease. Replication is asynchronous, so a
+// failover can lose a lock that a replica had not received yet. A holder
+// paused past its lease (a long GC, SIGSTOP, a VM migration) can run on for a
+// moment believing it still holds the lock; the lost-lock signal comes after
+// the fact. Where that matters, pair the lock with a fencing token that the
+// protected resource checks.
+package lualock
