@@ -1,6 +1,6 @@
 // Package lualock provides distributed locks on Redis that share their data
 // layout with Redisson's: a Go service and a Java service using Redisson can
-// lock the same name safely. The layout is specified in PROTOCOL.md.
+// lock the same name safely. The layout is specified in docs/PROTOCOL.md.
 //
 // # Lock model
 //

@@ -625,6 +625,9 @@ func (l *linter) index(table string, tok int, key ast.Expr) {
 		l.expr(key)
 		return
 	}
+	if l.s.badParams {
+		return // a rejected @key or @arg makes the positions unknown
+	}
 	line := key.Line()
 	variadic := len(params) > 0 && params[len(params)-1].Variadic
 	switch {
@@ -765,8 +768,10 @@ func (l *linter) finish() {
 		}
 		l.diags = append(l.diags, d)
 	}
-	l.unusedParams(l.s.Keys, &l.keys, "KEYS", "@key", RuleUnusedKey)
-	l.unusedParams(l.s.Args, &l.argv, "ARGV", "@arg", RuleUnusedArg)
+	if !l.s.badParams {
+		l.unusedParams(l.s.Keys, &l.keys, "KEYS", "@key", RuleUnusedKey)
+		l.unusedParams(l.s.Args, &l.argv, "ARGV", "@arg", RuleUnusedArg)
+	}
 }
 
 func (l *linter) unusedParams(params []Param, use *paramUse, table, tag, rule string) {

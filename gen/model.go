@@ -106,7 +106,8 @@ type Script struct {
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
 	nameLine  int
-	returnSet bool
+	returnSet bool // @return was declared (even if it was rejected)
+	badParams bool // an @key or @arg was rejected: positions are unknown
 }
 
 // VariadicKeys reports whether the last key takes every remaining KEYS entry.

@@ -174,6 +174,7 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 			want, usage = 3, "-- @arg name type description"
 		}
 		if len(fields) < want {
+			s.badParams = true
 			add(n, RuleHeader, "@%s needs a name%s and a description: %s", tag, map[bool]string{true: ", a type"}[tag == "arg"], usage)
 			return
 		}
@@ -185,6 +186,7 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 		if tag == "arg" {
 			p.Type = fields[1]
 			if _, ok := ArgTypes[p.Type]; !ok {
+				s.badParams = true
 				add(n, RuleHeader, "@arg %s: unknown type %q (use string, int, float, bool or bytes)", p.Name, p.Type)
 				return
 			}
@@ -196,16 +198,19 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 			list = &s.Args
 		}
 		if len(*list) > 0 && (*list)[len(*list)-1].Variadic {
+			s.badParams = true
 			add(n, RuleHeader, "@%s %s follows a variadic %s: only the last one may take \"...\"", tag, p.Name, tag)
 			return
 		}
 		if !validName(p.Name) {
+			s.badParams = true
 			add(n, RuleName, "@%s name %q gives no Go identifier: use letters, digits and underscores, starting with a letter", tag, p.Name)
 			return
 		}
 		p.GoName = GoName(p.Name)
 		for _, q := range *list {
 			if q.GoName == p.GoName {
+				s.badParams = true
 				add(n, RuleDuplicate, "@%s %s: Go field %s is already declared at line %d", tag, p.Name, p.GoName, q.Line)
 				return
 			}
@@ -216,6 +221,7 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 			add(n, RuleHeader, "@return is declared twice")
 			return
 		}
+		s.returnSet = true
 		if len(fields) == 0 {
 			add(n, RuleHeader, "@return needs a type: nil, int, string, status, bool or any, as []T for an array and T? when nil may come back")
 			return
@@ -308,21 +314,33 @@ func checkNames(scripts []*Script) []Diagnostic {
 			continue
 		}
 		s.GoName = GoName(s.Name)
-		for _, id := range s.identifiers() {
-			if reserved[id] {
-				diags = append(diags, Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate,
-					Message: fmt.Sprintf("script %s would declare %s, which the shared generated file declares: rename it", s.Name, id)})
-				continue
-			}
-			if o, ok := owner[id]; ok && o != s {
-				diags = append(diags, Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate,
-					Message: fmt.Sprintf("script %s and %s (%s) both declare the Go name %s: rename one", s.Name, o.Name, o.File, id)})
-				continue
-			}
+		ids := s.identifiers()
+		if d, ok := clash(s, ids, owner, line); ok {
+			diags = append(diags, d) // one finding per script, not one per name
+			continue
+		}
+		for _, id := range ids {
 			owner[id] = s
 		}
 	}
 	return diags
+}
+
+// clash finds the first of ids that the shared file or an earlier script
+// declares.
+func clash(s *Script, ids []string, owner map[string]*Script, line int) (Diagnostic, bool) {
+	for _, id := range ids {
+		d := Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate}
+		if reserved[id] {
+			d.Message = fmt.Sprintf("script %s would declare %s, which the shared generated file declares: rename it", s.Name, id)
+			return d, true
+		}
+		if o, ok := owner[id]; ok {
+			d.Message = fmt.Sprintf("script %s and %s (%s) both declare the Go name %s: rename one", s.Name, o.Name, o.File, id)
+			return d, true
+		}
+	}
+	return Diagnostic{}, false
 }
 
 // identifiers lists the package-level Go names generated for s.
