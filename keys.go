@@ -19,7 +19,8 @@ const (
 )
 
 // tag names a key of lock name so that it shares the lock's cluster slot:
-// prefix:{name}, or prefix:name when name carries its own hash tag.
+// prefix:{name}, or prefix:name when name carries its own hash tag
+// (checkName refuses a name with a "{" but no hash tag).
 func tag(prefix, name string) string {
 	if strings.Contains(name, "{") {
 		return prefix + ":" + name
@@ -33,6 +34,19 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: empty lock name", ErrInvalid)
 	case len(name) > maxNameLen:
 		return fmt.Errorf("%w: lock name is %d bytes, at most %d allowed", ErrInvalid, len(name), maxNameLen)
+	case strings.Contains(name, "{") && !hasHashTag(name):
+		return fmt.Errorf("%w: lock name %q has a { but no hash tag ({x} with x not empty): its keys would land in different cluster slots", ErrInvalid, name)
 	}
 	return nil
+}
+
+// hasHashTag reports whether key has a Redis Cluster hash tag: a "{"
+// followed, later, by a "}" with at least one byte between them.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
 }

@@ -81,7 +81,9 @@ func (l *Lock) Name() string { return l.name }
 // It returns ErrInvalid for a bad name, ErrClosed after Client.Close, an
 // error wrapping ctx's error when ctx ends first, ErrLockLost when this
 // handle's current hold was lost, or a non-transient Redis error. Transient
-// Redis errors are retried with backoff until ctx ends.
+// Redis errors, connection refused among them, are retried with backoff
+// until ctx ends: give ctx a deadline to bound a wait on an unreachable
+// Redis.
 func (l *Lock) Lock(ctx context.Context) error {
 	return l.acquire(ctx, -1, 0)
 }
@@ -175,9 +177,9 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			if lastErr != nil {
-				return fmt.Errorf("lualock: lock %q: %w (last error: %v)", l.name, ErrNotObtained, lastErr)
+				return fmt.Errorf("%w: lock %q within %v (last error: %v)", ErrNotObtained, l.name, wait, lastErr)
 			}
-			return fmt.Errorf("lualock: lock %q: %w within %v", l.name, ErrNotObtained, wait)
+			return fmt.Errorf("%w: lock %q within %v", ErrNotObtained, l.name, wait)
 		}
 		pause := time.Duration(-1) // wait for a wake-up
 		switch {
@@ -214,7 +216,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 // waitErr turns the error that ended a wait into the error acquire returns.
 func (l *Lock) waitErr(ctx context.Context, err error) error {
 	if errors.Is(err, ErrClosed) {
-		return fmt.Errorf("lualock: lock %q: %w while waiting", l.name, ErrClosed)
+		return fmt.Errorf("%w: lock %q: closed while waiting", ErrClosed, l.name)
 	}
 	if ctx.Err() != nil {
 		return l.ctxErr(ctx, nil)
@@ -235,7 +237,15 @@ func (l *Lock) ctxErr(ctx context.Context, last error) error {
 	return fmt.Errorf("lualock: lock %q: %w", l.name, err)
 }
 
+// errorf names the operation and the lock in err. Errors of this package
+// keep their own text first ("lualock: lock lost: ..."); others get the
+// package's prefix.
 func (l *Lock) errorf(op string, err error) error {
+	for _, own := range []error{ErrLockLost, ErrNotHeld, ErrClosed, ErrInvalid, ErrNotObtained, ErrNotLocked} {
+		if errors.Is(err, own) {
+			return fmt.Errorf("%w (%s %q)", err, op, l.name)
+		}
+	}
 	return fmt.Errorf("lualock: %s %q: %w", op, l.name, err)
 }
 
@@ -260,7 +270,7 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	start := time.Now()
 	wait, err := l.runAcquire(ctx, set, want, w)
 	if err != nil && redis.HasErrorPrefix(err, "LOST") {
-		l.endHold(l.generation(), fmt.Errorf("%w: %v", ErrLockLost, err), true)
+		l.endHold(l.generation(), fmt.Errorf("%w: a re-entry found the earlier holds gone (expired or deleted)", ErrLockLost), true)
 		return false, 0, l.lostCause()
 	}
 	if err != nil {
@@ -401,7 +411,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.holds == 0 {
 		l.mu.Unlock()
-		return fmt.Errorf("lualock: unlock %q: %w", l.name, ErrNotHeld)
+		return fmt.Errorf("%w: unlock %q", ErrNotHeld, l.name)
 	}
 	if l.lost != nil {
 		err := l.lost
@@ -429,7 +439,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case res == nil:
 		l.holds = 0
 		l.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
-		return fmt.Errorf("lualock: unlock %q: %w (its lease ran out or it was deleted)", l.name, ErrNotHeld)
+		return fmt.Errorf("%w: unlock %q: its lease ran out or it was deleted", ErrNotHeld, l.name)
 	case *res == 0 && l.holds > 1:
 		l.holds--
 	default:
@@ -546,7 +556,7 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if !s.Locked {
-		return 0, fmt.Errorf("lualock: remaining lease %q: %w", l.name, ErrNotLocked)
+		return 0, fmt.Errorf("%w: %q", ErrNotLocked, l.name)
 	}
 	return s.Lease, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
+	"unicode/utf8"
 )
 
 //go:embed templates/*.tmpl
@@ -168,7 +170,11 @@ func listBody(recv, name, elem string, params []Param) string {
 		return "return " + rest
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s := make([]%s, 0, %d+len(%s))\n", name, elem, len(fixed), rest)
+	if len(fixed) > 0 {
+		fmt.Fprintf(&b, "%s := make([]%s, 0, %d+len(%s))\n", name, elem, len(fixed), rest)
+	} else {
+		fmt.Fprintf(&b, "%s := make([]%s, 0, len(%s))\n", name, elem, rest)
+	}
 	if len(fixed) > 0 {
 		fmt.Fprintf(&b, "%s = append(%s, %s)\n", name, name, strings.Join(fixed, ", "))
 	}
@@ -194,12 +200,22 @@ func docLines(s *Script) []string {
 	if len(s.Doc) == 0 {
 		return []string{lead}
 	}
-	first := s.Doc[0]
-	if first != "" {
-		first = strings.ToLower(first[:1]) + first[1:]
-	}
+	first := lowerFirst(s.Doc[0])
 	lines := []string{s.GoName + " runs " + s.File + ": " + first}
 	return append(lines, s.Doc[1:]...)
+}
+
+// lowerFirst lowers the first letter of a sentence that follows a colon,
+// unless it starts a word in capitals (TTL, ID).
+func lowerFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 || !unicode.IsUpper(r) {
+		return s
+	}
+	if next, _ := utf8.DecodeRuneInString(s[n:]); unicode.IsUpper(next) {
+		return s
+	}
+	return string(unicode.ToLower(r)) + s[n:]
 }
 
 func render(tmpl, name string, data any) ([]byte, error) {
@@ -244,7 +260,7 @@ func converterExpr(r Return, need map[string]bool, composed map[string]string) s
 		name, expr = "ArrayOf"+name, "arrayOf("+expr+")"
 	}
 	name = "conv" + name // convArrayOfNullableInt
-	composed[name] = "// " + name + " converts a " + r.String() + " reply.\nvar " + name + " = " + expr
+	composed[name] = "// " + name + " converts replies of type " + r.String() + ".\nvar " + name + " = " + expr
 	return name
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
@@ -113,10 +114,23 @@ func lintAST(s *Script) []Diagnostic {
 	if err != nil {
 		return []Diagnostic{syntaxDiagnostic(s.File, src, err)}
 	}
-	l := newLinter(s, src)
-	l.run(chunk)
-	SortDiagnostics(l.diags)
-	return l.diags
+	// Walk until what is known of every local's values stops changing: the
+	// flags only ever drop, so this ends after a few passes.
+	var prior map[[2]int]valInfo
+	for {
+		l := newLinter(s, src)
+		l.prior = prior
+		l.run(chunk)
+		seen := make(map[[2]int]valInfo, len(l.vars))
+		for _, v := range l.vars {
+			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable}
+		}
+		if maps.Equal(seen, prior) {
+			SortDiagnostics(l.diags)
+			return l.diags
+		}
+		prior = seen
+	}
 }
 
 // syntaxDiagnostic turns a gopher-lua parse error into a finding.

@@ -71,6 +71,11 @@ type linter struct {
 	keys     paramUse
 	argv     paramUse
 	diags    []Diagnostic
+	// prior holds, per local (by its declaration's line and column), what
+	// the previous pass found of every value assigned to it anywhere: the
+	// alias tracking then sees assignments that come later in the source
+	// (in a loop, or in a function called afterwards).
+	prior map[[2]int]valInfo
 }
 
 func newLinter(s *Script, src []byte) *linter {
@@ -170,6 +175,9 @@ func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
 	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
+	}
+	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
+		v.keys, v.keysTable = p.keys, p.keysTable
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {

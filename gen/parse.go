@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -82,8 +83,14 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
 	}
 	if !utf8.Valid(src) {
-		line := bytes.Count(src[:firstInvalidUTF8(src)], []byte("\n")) + 1
-		add(line, RuleEncoding, "file is not valid UTF-8")
+		at := firstInvalidUTF8(src)
+		line, col := offsetPosition(src, at)
+		diags = append(diags, Diagnostic{File: file, Line: line, Col: col, Rule: RuleEncoding,
+			Message: "file is not valid UTF-8: save it as UTF-8"})
+		return nil, diags
+	}
+	if bytes.HasPrefix(src, []byte("\ufeff")) {
+		add(1, RuleEncoding, "file starts with a byte order mark, which Redis's Lua does not accept: save it as UTF-8 without BOM")
 		return nil, diags
 	}
 	sum := sha1.Sum(src)
@@ -96,9 +103,9 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		ignores: map[int][]string{},
 	}
 	text := string(src)
-	if strings.Contains(text, "\r") {
-		line := strings.Count(text[:strings.Index(text, "\r")], "\n") + 1
-		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: RuleCRLF, Severity: Warning,
+	if i := strings.IndexByte(text, '\r'); i >= 0 {
+		line, col := offsetPosition(src, i)
+		diags = append(diags, Diagnostic{File: file, Line: line, Col: col, Rule: RuleCRLF, Severity: Warning,
 			Message: "carriage returns in the file: the SHA1 depends on them; save with LF line endings"})
 	}
 	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
@@ -238,7 +245,8 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 			add(n, RuleHeader, "@flag needs a flag: read-only or idempotent")
 			return
 		}
-		for _, f := range strings.Split(strings.Join(fields, ""), ",") {
+		list, _, _ := strings.Cut(rest, "--") // a trailing comment is not a flag
+		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 			switch f {
 			case "read-only":
 				s.ReadOnly = true
@@ -296,7 +304,7 @@ func checkShebang(line string) string {
 }
 
 // reserved are the names of the shared generated file.
-var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true}
+var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "Retry": true}
 
 // checkNames validates script names and finds Go identifiers declared twice.
 func checkNames(scripts []*Script) []Diagnostic {
@@ -364,6 +372,12 @@ func trimDoc(doc []string) []string {
 		out = append(out, d)
 	}
 	return out
+}
+
+// offsetPosition returns the 1-based line and byte column of offset at in src.
+func offsetPosition(src []byte, at int) (line, col int) {
+	start := bytes.LastIndexByte(src[:at], '\n') + 1
+	return bytes.Count(src[:at], []byte("\n")) + 1, at - start + 1
 }
 
 func firstInvalidUTF8(b []byte) int {

@@ -206,6 +206,7 @@ var FairAcquireScript = &Script{
 // rather than nil (see lock_acquire).
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (int): 0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) (int64, error) {
 	v, err := FairAcquireScript.Run(ctx, c, k.keys(), a.args()...)
@@ -213,12 +214,14 @@ func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a Fai
 }
 
 // FairAcquireCmd sends FairAcquire's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairAcquireResult.
+// pipelines after LoadAll, and read the reply with FairAcquireResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func FairAcquireCmd(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) *redis.Cmd {
 	return FairAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// FairAcquireResult converts the reply of a FairAcquireCmd to FairAcquire's typed result.
+// FairAcquireResult converts the reply of FairAcquireCmd to FairAcquire's typed result.
 func FairAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return convert(FairAcquireScript, v, err, asInt)

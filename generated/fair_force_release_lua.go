@@ -96,6 +96,7 @@ var FairForceReleaseScript = &Script{
 // live one.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (bool): true when a lock was deleted
 func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) (bool, error) {
 	v, err := FairForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
@@ -103,12 +104,14 @@ func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseK
 }
 
 // FairForceReleaseCmd sends FairForceRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairForceReleaseResult.
+// pipelines after LoadAll, and read the reply with FairForceReleaseResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func FairForceReleaseCmd(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) *redis.Cmd {
 	return FairForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// FairForceReleaseResult converts the reply of a FairForceReleaseCmd to FairForceRelease's typed result.
+// FairForceReleaseResult converts the reply of FairForceReleaseCmd to FairForceRelease's typed result.
 func FairForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
 	return convert(FairForceReleaseScript, v, err, asBool)

@@ -152,6 +152,7 @@ var FairReleaseScript = &Script{
 // woken too, since nothing else would wake it.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) (*int64, error) {
 	v, err := FairReleaseScript.Run(ctx, c, k.keys(), a.args()...)
@@ -159,12 +160,14 @@ func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a Fai
 }
 
 // FairReleaseCmd sends FairRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairReleaseResult.
+// pipelines after LoadAll, and read the reply with FairReleaseResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func FairReleaseCmd(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) *redis.Cmd {
 	return FairReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// FairReleaseResult converts the reply of a FairReleaseCmd to FairRelease's typed result.
+// FairReleaseResult converts the reply of FairReleaseCmd to FairRelease's typed result.
 func FairReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
 	return convert(FairReleaseScript, v, err, convNullableInt)

@@ -115,6 +115,7 @@ var LockAcquireScript = &Script{
 // value, which costs every acquisition a dozen allocations.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (int): 0 when the lock is held with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) (int64, error) {
 	v, err := LockAcquireScript.Run(ctx, c, k.keys(), a.args()...)
@@ -122,12 +123,14 @@ func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a Loc
 }
 
 // LockAcquireCmd sends LockAcquire's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockAcquireResult.
+// pipelines after LoadAll, and read the reply with LockAcquireResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func LockAcquireCmd(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) *redis.Cmd {
 	return LockAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// LockAcquireResult converts the reply of a LockAcquireCmd to LockAcquire's typed result.
+// LockAcquireResult converts the reply of LockAcquireCmd to LockAcquire's typed result.
 func LockAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return convert(LockAcquireScript, v, err, asInt)

@@ -63,6 +63,7 @@ var LockForceReleaseScript = &Script{
 // LockForceRelease runs lua/lock_force_release.lua: deletes the reentrant lock whoever holds it, and wakes its waiters.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (bool): true when a lock was deleted
 func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) (bool, error) {
 	v, err := LockForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
@@ -70,12 +71,14 @@ func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseK
 }
 
 // LockForceReleaseCmd sends LockForceRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockForceReleaseResult.
+// pipelines after LoadAll, and read the reply with LockForceReleaseResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func LockForceReleaseCmd(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) *redis.Cmd {
 	return LockForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// LockForceReleaseResult converts the reply of a LockForceReleaseCmd to LockForceRelease's typed result.
+// LockForceReleaseResult converts the reply of LockForceReleaseCmd to LockForceRelease's typed result.
 func LockForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
 	return convert(LockForceReleaseScript, v, err, asBool)

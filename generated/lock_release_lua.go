@@ -114,6 +114,7 @@ var LockReleaseScript = &Script{
 // is deleted and "0" is published on the release channel, as Redisson does.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) (*int64, error) {
 	v, err := LockReleaseScript.Run(ctx, c, k.keys(), a.args()...)
@@ -121,12 +122,14 @@ func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a Loc
 }
 
 // LockReleaseCmd sends LockRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockReleaseResult.
+// pipelines after LoadAll, and read the reply with LockReleaseResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func LockReleaseCmd(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) *redis.Cmd {
 	return LockReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// LockReleaseResult converts the reply of a LockReleaseCmd to LockRelease's typed result.
+// LockReleaseResult converts the reply of LockReleaseCmd to LockRelease's typed result.
 func LockReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
 	return convert(LockReleaseScript, v, err, convNullableInt)

@@ -79,6 +79,7 @@ var LockRenewScript = &Script{
 // wiped by a restart. All keys of one call must share a cluster slot.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner no longer holds it
 func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) ([]int64, error) {
 	v, err := LockRenewScript.Run(ctx, c, k.keys(), a.args()...)
@@ -86,12 +87,14 @@ func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRen
 }
 
 // LockRenewCmd sends LockRenew's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockRenewResult.
+// pipelines after LoadAll, and read the reply with LockRenewResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func LockRenewCmd(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) *redis.Cmd {
 	return LockRenewScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// LockRenewResult converts the reply of a LockRenewCmd to LockRenew's typed result.
+// LockRenewResult converts the reply of LockRenewCmd to LockRenew's typed result.
 func LockRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	return convert(LockRenewScript, v, err, convArrayOfInt)

@@ -54,6 +54,7 @@ var LockStatusScript = &Script{
 // LockStatus runs lua/lock_status.lua: reads the state of a lock as one owner sees it, in one round trip.
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+//
 // Reply ([]int): {1 if the lock exists else 0, hold count of the owner, PTTL in ms (-2: no lock, -1: no expiry)}
 func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) ([]int64, error) {
 	v, err := LockStatusScript.Run(ctx, c, k.keys(), a.args()...)
@@ -61,12 +62,14 @@ func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockS
 }
 
 // LockStatusCmd sends LockStatus's EVALSHA_RO once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockStatusResult.
+// pipelines after LoadAll, and read the reply with LockStatusResult. go-redis's
+// Pipelined returns redis.Nil as its error when any reply of the pipeline is
+// nil: read each command's result rather than that error.
 func LockStatusCmd(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) *redis.Cmd {
 	return LockStatusScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
 
-// LockStatusResult converts the reply of a LockStatusCmd to LockStatus's typed result.
+// LockStatusResult converts the reply of LockStatusCmd to LockStatus's typed result.
 func LockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	return convert(LockStatusScript, v, err, convArrayOfInt)

@@ -233,8 +233,8 @@ func arrayOf[T any](f func(any) (T, error)) func(any) ([]T, error) {
 	}
 }
 
-// convArrayOfInt converts a []int reply.
+// convArrayOfInt converts replies of type []int.
 var convArrayOfInt = arrayOf(asInt)
 
-// convNullableInt converts a int? reply.
+// convNullableInt converts replies of type int?.
 var convNullableInt = nullable(asInt)

@@ -1,6 +1,7 @@
 -- Takes a waiter out of the fair lock's queue: it stopped waiting (its wait
 -- time ran out, its context ended, an error, or its client closed).
 --
+-- Stale waiters are purged first, by Redis's clock, as in every fair script.
 -- Every waiter behind it moves up one place, so their deadlines shrink by
 -- one wait budget. When the leaver was the head of the queue and the lock
 -- is free, the new head is woken so that it does not wait for its timer.
@@ -28,6 +29,21 @@ if not wait or wait <= 0 or wait % 1 ~= 0 then
 end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local head = redis.call('lindex', queue, 0)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('zrem', timeouts, head)
+  redis.call('lpop', queue)
 end
 
 local pos = redis.call('lpos', queue, field)

@@ -1,0 +1,211 @@
+// Command lualock runs a command while holding a Redis lock, like
+// `etcdctl lock` and `consul lock`, and inspects and force-releases locks.
+// Its locks are lualock's (and so Redisson's) reentrant and fair locks:
+// a Java service using Redisson's RLock on the same name excludes the
+// command and the other way round.
+//
+// Usage:
+//
+//	lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+//	lualock status [-addr URL] [-json] NAME
+//	lualock unlock -force [-addr URL] [-fair] NAME
+//	lualock help
+//
+// See usageText below (or `lualock help`) for the flags, the environment
+// and the exit codes.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes of lualock itself. lock otherwise exits with the command's
+// status (128+N when a signal N ended it), so a command's own 1..4 cannot be
+// told from these; pick a -wait that makes 4 unambiguous if it matters, or
+// look at stderr, where lualock explains its own exits.
+const (
+	exitOK          = 0
+	exitError       = 1   // runtime error: Redis unreachable, Redis error, ...
+	exitUsage       = 2   // bad command line
+	exitLost        = 3   // lock: the lock was lost (or its -lease ran out) while the command ran
+	exitNotObtained = 4   // lock: the lock was not obtained within -wait
+	exitCannotExec  = 126 // lock: the command was found but could not be started
+	exitNotFound    = 127 // lock: the command was not found
+)
+
+const usageText = `usage:
+  lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+  lualock status [-addr URL] [-json] NAME
+  lualock unlock -force [-addr URL] [-fair] NAME
+  lualock help
+
+lualock takes the Redis lock NAME (a Redisson-compatible RLock or, with
+-fair, RFairLock), runs COMMAND while holding it and releases it when the
+command exits. Flags may come before or after NAME; "--" ends them.
+
+subcommands:
+  lock     take NAME, run COMMAND, release NAME when it exits. Stdin, stdout
+           and stderr are the command's. SIGINT, SIGTERM, SIGHUP and SIGQUIT
+           sent to lualock are forwarded to the command (a terminal's Ctrl-C
+           reaches the command directly as well). While the command runs,
+           the lock is renewed by a watchdog (unless -lease). If the lock is
+           lost meanwhile (deleted, expired, Redis lost it) or its -lease
+           runs out, lualock prints "lualock: lock NAME lost: CAUSE", sends
+           SIGTERM to the command, SIGKILL after -grace, and exits 3.
+  status   print whether NAME is locked, its holders with their hold
+           counts, the remaining lease and, for a fair lock, the queue of
+           waiters with their deadlines. Exits 0 whether locked or not.
+           -json prints one object: name, locked, lease_ms (remaining
+           lease; -1: no expiry; absent when not locked), holders
+           [{field, holds}], queue [{id, deadline_ms, remaining_ms}]
+           (deadline_ms in Unix ms; remaining_ms from server_time_ms, the
+           server's TIME), server_time_ms.
+  unlock   with -force, delete NAME whoever holds it and wake a waiter.
+           Only the holder can release a lock normally: for a lock taken by
+           "lualock lock", that happens when its command exits.
+  help     print this text.
+
+flags:
+  -addr URL   Redis server: redis://[user:password@]host:port[/db],
+              rediss://... (TLS), unix:///path, or plain host:port.
+              Default: $REDIS_URL, else redis://127.0.0.1:6379.
+  -wait D     lock: give up when NAME is not obtained within D (0: one
+              attempt). Default: wait as long as it takes.
+  -lease D    lock: hold NAME with a fixed lease D, not renewed. When it runs
+              out before the command exits, the command is stopped as for a
+              lost lock (exit 3). Default: the watchdog renews the lease
+              (LUALOCK_WATCHDOG_LEASE) as long as the command runs.
+  -grace D    lock: time between SIGTERM and SIGKILL when the lock is lost.
+              Default 10s.
+  -fair       lock, unlock: NAME is a fair lock (FIFO queue of waiters,
+              Redisson's RFairLock); status shows a fair lock's queue always.
+  -json       status: print one JSON object instead of text.
+  -force      unlock: required; delete the lock whoever holds it.
+
+durations are Go durations: 300ms, 1.5s, 2m, 1h.
+
+environment:
+  REDIS_URL               default for -addr.
+  LUALOCK_WATCHDOG_LEASE  lease that the watchdog keeps renewing (every
+                          third of it) when -lease is not given. Default
+                          30s, as Redisson's lockWatchdogTimeout. A holder
+                          that dies without releasing blocks others for up
+                          to this long; a short one detects a lost lock
+                          sooner but renews more often.
+
+exit status:
+  0..255  lock: the command's exit status, 128+N if signal N killed it
+  0       status, unlock: success
+  1       error: Redis unreachable or failing, other runtime error
+  2       usage error: bad flags, missing NAME, missing "--" or COMMAND
+  3       lock: the lock was lost (or -lease ran out) while the command ran
+  4       lock: NAME was not obtained within -wait
+  126     lock: COMMAND could not be started
+  127     lock: COMMAND was not found
+  128+N   lock: signal N interrupted lualock while it waited for NAME
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// run is the command line: it returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "lock":
+		return runLock(rest, stdin, stdout, stderr)
+	case "status":
+		return runStatus(rest, stdout, stderr)
+	case "unlock":
+		return runUnlock(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	default:
+		return usagef(stderr, "unknown subcommand %q (want lock, status, unlock or help)", sub)
+	}
+}
+
+// usagef prints a usage error and returns exitUsage.
+func usagef(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "lualock: "+format+"\n", args...)
+	fmt.Fprintln(stderr, `run "lualock help" for usage`)
+	return exitUsage
+}
+
+// errorf prints a runtime error and returns code.
+func errorf(stderr io.Writer, code int, format string, args ...any) int {
+	fmt.Fprintf(stderr, "lualock: "+format+"\n", args...)
+	return code
+}
+
+// newFlagSet returns a flag set for a subcommand whose usage line is synopsis.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("lualock "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: lualock %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output(), `run "lualock help" for the exit codes and the environment`)
+	}
+	return fs
+}
+
+// parseInterleaved parses args with fs, allowing flags after the positional
+// arguments too (lualock status NAME -json), and returns the positionals.
+// args must not contain "--" (the caller splits it off first).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// parseFlags parses a subcommand's flags and its single NAME argument. It
+// returns the exit code to stop with, or -1 to go on. check, when not nil,
+// runs after the flags parsed and before NAME is checked; it returns an exit
+// code or -1 too.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, check func() int) (string, int) {
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard) // parse errors are printed below, prefixed
+	pos, err := parseInterleaved(fs, args)
+	fs.SetOutput(stderr)
+	sub := strings.TrimPrefix(fs.Name(), "lualock ")
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return "", exitOK
+	}
+	if err != nil {
+		return "", usagef(stderr, "%s: %v", sub, err)
+	}
+	if check != nil {
+		if code := check(); code >= 0 {
+			return "", code
+		}
+	}
+	switch {
+	case len(pos) == 0:
+		return "", usagef(stderr, "%s: missing NAME", sub)
+	case len(pos) > 1:
+		return "", usagef(stderr, "%s: want one NAME, got %d arguments: %q", sub, len(pos), pos)
+	case pos[0] == "":
+		return "", usagef(stderr, "%s: empty NAME", sub)
+	}
+	return pos[0], -1
+}

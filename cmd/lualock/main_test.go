@@ -1,0 +1,738 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// bin is the lualock binary built by TestMain.
+var bin string
+
+// raceBuild is set by race_test.go when the tests run with -race: the
+// binary is then built with -race too, and a race in it fails the test that
+// ran it (exit status 66).
+var raceBuild bool
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lualock-cli-test-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "lualock")
+	args := []string{"build", "-o", bin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := harness.Run(m) // stops the shared redis-server after the tests
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is the test's Redis: the harness's shared standalone server (on a
+// free loopback port, never 6379) and a client on it.
+type server struct {
+	addr string
+	rdb  *redis.Client
+}
+
+func newServer(t *testing.T) *server {
+	t.Helper()
+	s := harness.SharedStandalone(t)
+	rdb := s.Client()
+	t.Cleanup(func() { rdb.Close() })
+	return &server{addr: s.Addr(), rdb: rdb}
+}
+
+// lockName is a lock name unique to the test.
+func lockName(t *testing.T) string {
+	return "cli-test:" + strings.NewReplacer("/", ":", " ", "_").Replace(t.Name())
+}
+
+// syncBuffer is a bytes.Buffer that a running process may write to while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a lualock process started by a test, in its own process group:
+// the test's cleanup SIGKILLs that group by its id, which takes the
+// command and anything it left behind as well.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr syncBuffer
+	start          time.Time
+	done           chan struct{}
+	code           int
+	took           time.Duration
+}
+
+// start runs the lualock binary with args against s, with the extra
+// environment variables env.
+func (s *server) start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(cleanEnv(), "REDIS_URL=redis://"+s.addr)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.WaitDelay = 2 * time.Second // a grandchild left holding stdout does not hang Wait
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", args, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.took = time.Since(p.start)
+		p.code = p.cmd.ProcessState.ExitCode()
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.code = 128 + int(ws.Signal())
+		}
+		close(p.done)
+	}()
+	pgid := p.cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // the group we started, by its id
+		<-p.done
+		if t.Failed() {
+			t.Logf("lualock %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, p.code, p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// cleanEnv is the environment without the variables lualock reads. It
+// also stops a race-enabled binary from sleeping 1s before it exits
+// (GORACE atexit_sleep_ms, default 1000).
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "LUALOCK_") && !strings.HasPrefix(kv, "GORACE=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, strings.TrimSpace("GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(limit):
+		t.Fatalf("lualock %q still running after %v\nstderr:\n%s", p.cmd.Args[1:], limit, p.stderr.String())
+		return 0
+	}
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// run runs lualock to the end and returns its exit code.
+func (s *server) run(t *testing.T, env []string, args ...string) (*proc, int) {
+	t.Helper()
+	p := s.start(t, env, args...)
+	return p, p.wait(t, 20*time.Second)
+}
+
+// waitFor polls cond every 10ms until it holds, or fails the test.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *server) exists(t *testing.T, key string) bool {
+	n, err := s.rdb.Exists(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func (s *server) waitLocked(t *testing.T, name string) {
+	t.Helper()
+	waitFor(t, "lock "+name+" taken", 10*time.Second, func() bool { return s.exists(t, name) })
+}
+
+// status runs "lualock status -json NAME".
+func (s *server) status(t *testing.T, name string) lockStatus {
+	t.Helper()
+	p, code := s.run(t, nil, "status", "-json", name)
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, p.stderr.String())
+	}
+	var st lockStatus
+	if err := json.Unmarshal([]byte(p.stdout.String()), &st); err != nil {
+		t.Fatalf("status -json: %v\n%s", err, p.stdout.String())
+	}
+	return st
+}
+
+// readyFile returns a path for a command to create once it is set up.
+func readyFile(t *testing.T) string { return filepath.Join(t.TempDir(), "ready") }
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	waitFor(t, "file "+path, 10*time.Second, func() bool { _, err := os.Stat(path); return err == nil })
+}
+
+// trapTerm is a command that, once its TERM trap is set, creates its $1 and
+// then waits; on SIGTERM it prints got-term and exits 0.
+var trapTerm = []string{"sh", "-c", `trap 'echo got-term; kill $! 2>/dev/null; exit 0' TERM INT HUP; : > "$1"; sleep 30 & wait`, "sh"}
+
+func TestExitStatus(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	for _, tc := range []struct {
+		script string
+		want   int
+	}{
+		{"exit 0", 0},
+		{"exit 7", 7},
+		{"exit 255", 255},
+		{"kill -KILL $$", 128 + 9},
+	} {
+		p, code := s.run(t, nil, "lock", name, "--", "sh", "-c", tc.script)
+		if code != tc.want {
+			t.Errorf("sh -c %q: exit %d, want %d; stderr: %s", tc.script, code, tc.want, p.stderr.String())
+		}
+		if s.exists(t, name) {
+			t.Errorf("sh -c %q: lock still held after the command exited", tc.script)
+		}
+	}
+	p, code := s.run(t, nil, "lock", name, "--", "no-such-command-lualock-test")
+	if code != exitNotFound || !strings.Contains(p.stderr.String(), "lualock: no-such-command-lualock-test: command not found") {
+		t.Errorf("missing command: exit %d, stderr %q; want %d", code, p.stderr.String(), exitNotFound)
+	}
+}
+
+func TestPassesStdio(t *testing.T) {
+	s := newServer(t)
+	cmd := exec.Command(bin, "lock", lockName(t), "--", "sh", "-c", "read line; echo out:$line; echo err:$line >&2; exit 3")
+	cmd.Env = append(cleanEnv(), "REDIS_URL=redis://"+s.addr)
+	cmd.Stdin = strings.NewReader("hello\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.ProcessState.ExitCode() != 3 || stdout.String() != "out:hello\n" || stderr.String() != "err:hello\n" {
+		t.Errorf("exit %v (%v), stdout %q, stderr %q; want 3, out:hello, err:hello", cmd.ProcessState.ExitCode(), err, stdout.String(), stderr.String())
+	}
+}
+
+func TestHeldWhileCommandRuns(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	// The command is lualock status itself, run while the lock is held.
+	p, code := s.run(t, nil, "lock", name, "--", bin, "status", "-json", name)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr.String())
+	}
+	var st lockStatus
+	if err := json.Unmarshal([]byte(p.stdout.String()), &st); err != nil {
+		t.Fatalf("%v: %s", err, p.stdout.String())
+	}
+	if !st.Locked || len(st.Holders) != 1 || st.Holders[0].Holds != 1 || st.LeaseMS == nil || *st.LeaseMS <= 0 || *st.LeaseMS > 30000 {
+		t.Errorf("status while the command runs: %+v, want locked by one holder with 1 hold and a lease of at most 30s", st)
+	}
+	if st := s.status(t, name); st.Locked || len(st.Holders) != 0 || st.LeaseMS != nil {
+		t.Errorf("status after the command exited: %+v, want not locked", st)
+	}
+}
+
+func TestStatusText(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	p, code := s.run(t, nil, "status", name)
+	if code != 0 || p.stdout.String() != "lock "+name+": not locked\n" {
+		t.Errorf("status of a free lock: exit %d, stdout %q", code, p.stdout.String())
+	}
+	p, code = s.run(t, nil, "lock", name, "--", bin, "status", name)
+	if out := p.stdout.String(); code != 0 || !strings.HasPrefix(out, "lock "+name+": locked, lease ") || !strings.Contains(out, "  holds 1\n") {
+		t.Errorf("status of a held lock: exit %d, stdout %q", code, out)
+	}
+	// A key that is no lock.
+	if err := s.rdb.Set(context.Background(), name, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.rdb.Del(context.Background(), name)
+	p, code = s.run(t, nil, "status", "-json", name)
+	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock") {
+		t.Errorf("status of a string key: exit %d, stderr %q", code, p.stderr.String())
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ctx := context.Background()
+	p, code := s.run(t, nil, "status", "-json", name)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr.String())
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(p.stdout.String()), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw["name"] != name || raw["locked"] != false || fmt.Sprint(raw["holders"]) != "[]" || fmt.Sprint(raw["queue"]) != "[]" {
+		t.Errorf("status -json of a free lock: %s", p.stdout.String())
+	}
+	if _, ok := raw["lease_ms"]; ok {
+		t.Errorf("status -json of a free lock has a lease_ms: %s", p.stdout.String())
+	}
+	// A Redisson-made hold with a re-entry, and a fair queue, written by hand.
+	queue, timeouts := tag(queuePrefix, name), tag(timeoutPrefix, name)
+	now := time.Now().UnixMilli()
+	s.rdb.HSet(ctx, name, "c1:7", 2)
+	s.rdb.PExpire(ctx, name, 20*time.Second)
+	s.rdb.RPush(ctx, queue, "c2:1", "c3:1")
+	s.rdb.ZAdd(ctx, timeouts, redis.Z{Score: float64(now + 60000), Member: "c2:1"}, redis.Z{Score: float64(now + 120000), Member: "c3:1"})
+	defer s.rdb.Del(ctx, name, queue, timeouts)
+	st := s.status(t, name)
+	if !st.Locked || len(st.Holders) != 1 || st.Holders[0] != (holder{"c1:7", 2}) || *st.LeaseMS <= 15000 || *st.LeaseMS > 20000 {
+		t.Errorf("holders/lease: %+v", st)
+	}
+	if len(st.Queue) != 2 || st.Queue[0].ID != "c2:1" || st.Queue[1].ID != "c3:1" ||
+		*st.Queue[0].DeadlineMS != now+60000 || *st.Queue[0].RemainingMS < 50000 || *st.Queue[1].RemainingMS < 110000 {
+		t.Errorf("queue: %+v", st.Queue)
+	}
+	p, _ = s.run(t, nil, "status", name)
+	for _, want := range []string{"holder c1:7  holds 2", "fair queue: 2 waiting", "1. c2:1  deadline ", "2. c3:1  deadline "} {
+		if !strings.Contains(p.stdout.String(), want) {
+			t.Errorf("status text lacks %q:\n%s", want, p.stdout.String())
+		}
+	}
+	// No expiry.
+	s.rdb.Persist(ctx, name)
+	if st := s.status(t, name); *st.LeaseMS != -1 {
+		t.Errorf("lease_ms of a lock without expiry: %d, want -1", *st.LeaseMS)
+	}
+}
+
+// Several lualock processes on one name never run their commands at once.
+func TestMutualExclusion(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	log := filepath.Join(t.TempDir(), "log")
+	const n = 4
+	var ps []*proc
+	for i := range n {
+		ps = append(ps, s.start(t, nil, "lock", name, "--", "sh", "-c",
+			`echo "start $1" >> "$2"; sleep 0.15; echo "end $1" >> "$2"`, "sh", fmt.Sprint(i), log))
+	}
+	for _, p := range ps {
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("exit %d: %s", code, p.stderr.String())
+		}
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2*n {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), 2*n, b)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(lines); i += 2 {
+		id, ok := strings.CutPrefix(lines[i], "start ")
+		if !ok || lines[i+1] != "end "+id || seen[id] {
+			t.Fatalf("commands overlapped:\n%s", b)
+		}
+		seen[id] = true
+	}
+}
+
+func TestWaitNotObtained(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+	for _, tc := range []struct {
+		args     []string
+		min, max time.Duration
+	}{
+		{[]string{"-wait", "200ms"}, 200 * time.Millisecond, 1500 * time.Millisecond},
+		{[]string{"-wait", "0"}, 0, time.Second},
+		{[]string{"-wait", "200ms", "-lease", "5s"}, 200 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		args := append(append([]string{"lock"}, tc.args...), name, "--", "sh", "-c", "echo ran")
+		p, code := s.run(t, nil, args...)
+		if code != exitNotObtained || p.stdout.String() != "" || !strings.Contains(p.stderr.String(), "lualock: lock "+name+" not obtained within") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and no output from the command", tc.args, code, p.stdout.String(), p.stderr.String(), exitNotObtained)
+		}
+		// took includes the process start and the connection.
+		if p.took < tc.min || p.took > tc.max {
+			t.Errorf("%v: gave up after %v, want %v..%v", tc.args, p.took, tc.min, tc.max)
+		}
+	}
+	holder.signal(t, syscall.SIGTERM)
+	if code := holder.wait(t, 5*time.Second); code != 0 {
+		t.Errorf("holder exit %d", code)
+	}
+	// Free now: -wait 0 gets it.
+	if p, code := s.run(t, nil, "lock", "-wait", "0", name, "--", "true"); code != 0 {
+		t.Errorf("-wait 0 on a free lock: exit %d: %s", code, p.stderr.String())
+	}
+}
+
+// A holder killed with SIGKILL releases nothing: the next process gets the
+// lock when the lease runs out.
+func TestExpiryAfterHolderDies(t *testing.T) {
+	s := newServer(t)
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		flags []string
+		lease time.Duration
+	}{
+		{"watchdog", []string{"LUALOCK_WATCHDOG_LEASE=1s"}, nil, time.Second},
+		{"lease", nil, []string{"-lease", "1s"}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := lockName(t)
+			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sleep", "30")
+			holder := s.start(t, tc.env, args...)
+			s.waitLocked(t, name)
+			time.Sleep(300 * time.Millisecond) // the watchdog has renewed at least once
+			if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			if code := holder.wait(t, 5*time.Second); code != 128+9 {
+				t.Fatalf("holder exit %d, want %d", code, 128+9)
+			}
+			p, code := s.run(t, nil, "lock", "-wait", "10s", name, "--", "true")
+			if code != 0 {
+				t.Fatalf("second lock: exit %d: %s", code, p.stderr.String())
+			}
+			if took := time.Since(killed); took > tc.lease+time.Second {
+				t.Errorf("the lock was free %v after its holder died, want within the lease %v (+1s slack)", took, tc.lease)
+			}
+		})
+	}
+}
+
+// The lock deleted from outside while the command runs: the command gets
+// SIGTERM and lualock exits 3.
+func TestLockLost(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	p := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"}, append([]string{"lock", "-grace", "5s", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+	deleted := time.Now()
+	if n, err := s.rdb.Del(context.Background(), name).Result(); err != nil || n != 1 {
+		t.Fatalf("del: %d, %v", n, err)
+	}
+	if code := p.wait(t, 5*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d", code, exitLost)
+	}
+	if took := time.Since(deleted); took > 1500*time.Millisecond {
+		t.Errorf("loss noticed after %v, want within a renewal interval (200ms) + slack", took)
+	}
+	if !strings.Contains(p.stderr.String(), "lualock: lock "+name+" lost: ") {
+		t.Errorf("stderr %q lacks the lost message", p.stderr.String())
+	}
+	if p.stdout.String() != "got-term\n" {
+		t.Errorf("the command did not get SIGTERM: stdout %q", p.stdout.String())
+	}
+}
+
+// A command that ignores SIGTERM is killed after -grace.
+func TestLockLostGraceKill(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	p := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"},
+		"lock", "-grace", "300ms", name, "--", "sh", "-c", `trap '' TERM; : > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	waitFile(t, ready)
+	s.rdb.Del(context.Background(), name)
+	if code := p.wait(t, 5*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d", code, exitLost)
+	}
+	if !strings.Contains(p.stderr.String(), "still running 300ms after SIGTERM: sending SIGKILL") {
+		t.Errorf("stderr %q lacks the SIGKILL message", p.stderr.String())
+	}
+}
+
+// A fixed -lease that runs out while the command runs counts as lost.
+func TestLeaseRunsOut(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	p, code := s.run(t, nil, "lock", "-lease", "300ms", "-grace", "1s", name, "--", "sleep", "10")
+	if code != exitLost || !strings.Contains(p.stderr.String(), "lualock: lock "+name+" lost: ") {
+		t.Errorf("exit %d, stderr %q; want %d and the lost message", code, p.stderr.String(), exitLost)
+	}
+	if p.took > 3*time.Second {
+		t.Errorf("took %v, want about 300ms", p.took)
+	}
+}
+
+// Signals to lualock go to the command; the lock is released afterwards.
+func TestSignalForwarding(t *testing.T) {
+	s := newServer(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			name := lockName(t)
+			ready := readyFile(t)
+			p := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
+			waitFile(t, ready)
+			if !s.exists(t, name) {
+				t.Fatal("lock not held while the command runs")
+			}
+			p.signal(t, sig) // lualock's pid only, not its group
+			if code := p.wait(t, 5*time.Second); code != 0 {
+				t.Fatalf("exit %d, want the command's 0", code)
+			}
+			if p.stdout.String() != "got-term\n" {
+				t.Errorf("the command did not get the signal: stdout %q", p.stdout.String())
+			}
+			if s.exists(t, name) {
+				t.Error("lock still held after lualock exited")
+			}
+		})
+	}
+}
+
+// A signal while waiting for the lock ends the wait: exit 128+N.
+func TestSignalWhileWaiting(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+	waiter := s.start(t, nil, "lock", name, "--", "echo", "ran")
+	// Waiting: subscribed to the lock's release channel.
+	waitFor(t, "waiter subscribed", 10*time.Second, func() bool {
+		n, err := s.rdb.PubSubNumSub(context.Background(), tag("redisson_lock__channel", name)).Result()
+		return err == nil && n[tag("redisson_lock__channel", name)] == 1
+	})
+	waiter.signal(t, syscall.SIGTERM)
+	if code := waiter.wait(t, 5*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("waiter exit %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	if !strings.Contains(waiter.stderr.String(), "while waiting for lock "+name) || waiter.stdout.String() != "" {
+		t.Errorf("waiter stdout %q, stderr %q", waiter.stdout.String(), waiter.stderr.String())
+	}
+	holder.signal(t, syscall.SIGTERM)
+	holder.wait(t, 5*time.Second)
+}
+
+func TestForceUnlock(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	holder := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"}, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+
+	p, code := s.run(t, nil, "unlock", name)
+	if code != exitUsage || !strings.Contains(p.stderr.String(), "only the holder can release a lock normally") {
+		t.Errorf("unlock without -force: exit %d, stderr %q", code, p.stderr.String())
+	}
+	if !s.exists(t, name) {
+		t.Fatal("unlock without -force deleted the lock")
+	}
+	p, code = s.run(t, nil, "unlock", "-force", name)
+	if code != 0 || p.stdout.String() != "lualock: lock "+name+" force-unlocked (deleted)\n" {
+		t.Errorf("unlock -force: exit %d, stdout %q, stderr %q", code, p.stdout.String(), p.stderr.String())
+	}
+	if code := holder.wait(t, 5*time.Second); code != exitLost {
+		t.Errorf("holder exit %d, want %d", code, exitLost)
+	}
+	p, code = s.run(t, nil, "unlock", name, "-force") // flags after NAME too
+	if code != 0 || p.stdout.String() != "lualock: lock "+name+" was not locked: nothing deleted\n" {
+		t.Errorf("unlock -force of a free lock: exit %d, stdout %q, stderr %q", code, p.stdout.String(), p.stderr.String())
+	}
+}
+
+func TestFair(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	holder := s.start(t, nil, append([]string{"lock", "-fair", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+	queue := tag(queuePrefix, name)
+	var waiters []*proc
+	for i := range 2 {
+		waiters = append(waiters, s.start(t, nil, "lock", "-fair", name, "--", "echo", fmt.Sprint("waiter ", i)))
+		waitFor(t, "waiter queued", 5*time.Second, func() bool {
+			n, _ := s.rdb.LLen(context.Background(), queue).Result()
+			return n == int64(i+1)
+		})
+	}
+	st := s.status(t, name)
+	if !st.Locked || len(st.Queue) != 2 {
+		t.Fatalf("status: %+v, want locked with 2 waiters", st)
+	}
+	for i, w := range st.Queue {
+		if w.DeadlineMS == nil || *w.RemainingMS <= 0 {
+			t.Errorf("waiter %d: %+v, want a deadline in the future", i, w)
+		}
+	}
+	// A fair waiter that gives up leaves the queue.
+	p, code := s.run(t, nil, "lock", "-fair", "-wait", "100ms", name, "--", "true")
+	if code != exitNotObtained {
+		t.Errorf("-fair -wait 100ms: exit %d: %s", code, p.stderr.String())
+	}
+	if n, _ := s.rdb.LLen(context.Background(), queue).Result(); n != 2 {
+		t.Errorf("queue has %d waiters after one gave up, want 2", n)
+	}
+	holder.signal(t, syscall.SIGTERM)
+	holder.wait(t, 5*time.Second)
+	for i, w := range waiters {
+		if code := w.wait(t, 10*time.Second); code != 0 {
+			t.Errorf("waiter %d: exit %d: %s", i, code, w.stderr.String())
+		}
+	}
+	if s.exists(t, name) || s.exists(t, queue) {
+		t.Errorf("lock or queue left behind")
+	}
+	// unlock -force -fair.
+	ready2 := readyFile(t)
+	holder = s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"}, append([]string{"lock", "-fair", name, "--"}, append(trapTerm, ready2)...)...)
+	waitFile(t, ready2)
+	if p, code := s.run(t, nil, "unlock", "-force", "-fair", name); code != 0 || !strings.Contains(p.stdout.String(), "force-unlocked") {
+		t.Errorf("unlock -force -fair: exit %d, stdout %q, stderr %q", code, p.stdout.String(), p.stderr.String())
+	}
+	if code := holder.wait(t, 5*time.Second); code != exitLost {
+		t.Errorf("holder exit %d, want %d", code, exitLost)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	for _, args := range [][]string{
+		{"lock", "-addr", addr, "x", "--", "true"},
+		{"status", "-addr", "redis://" + addr + "/0", "x"},
+		{"unlock", "-force", "-addr", addr, "x"},
+	} {
+		stderr.Reset()
+		if code := run(args, strings.NewReader(""), &stdout, &stderr); code != exitError || !strings.Contains(stderr.String(), "lualock: cannot reach Redis at "+addr) {
+			t.Errorf("%q: exit %d, stderr %q; want %d", args, code, stderr.String(), exitError)
+		}
+	}
+}
+
+// Usage errors exit 2 with a message, before any connection (the -addr of
+// these calls has nothing listening; reaching it would exit 1).
+func TestUsage(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1")
+	t.Setenv(envWatchdog, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage:"},
+		{[]string{"frob"}, `unknown subcommand "frob"`},
+		{[]string{"lock", "x", "true"}, `missing "--" before COMMAND`},
+		{[]string{"lock", "x"}, `missing "--" before COMMAND`},
+		{[]string{"lock", "x", "--"}, `missing COMMAND after "--"`},
+		{[]string{"lock", "--", "true"}, "lock: missing NAME"},
+		{[]string{"lock", "", "--", "true"}, "lock: empty NAME"},
+		{[]string{"lock", "a", "b", "--", "true"}, "want one NAME"},
+		{[]string{"lock", "-addr", "nonsense", "x", "--", "true"}, "bad -addr"},
+		{[]string{"lock", "-addr", "redis://u:secret@h:port", "x", "--", "true"}, "bad -addr: bad Redis URL"},
+		{[]string{"lock", "-addr", "http://h:1", "x", "--", "true"}, "bad -addr"},
+		{[]string{"lock", "-addr", "h:0", "x", "--", "true"}, "bad -addr"},
+		{[]string{"lock", "-wait", "-1s", "x", "--", "true"}, "-wait -1s is negative"},
+		{[]string{"lock", "-wait", "soon", "x", "--", "true"}, "invalid value"},
+		{[]string{"lock", "-lease", "0s", "x", "--", "true"}, "-lease 0s, want at least 1ms"},
+		{[]string{"lock", "-grace", "-1s", "x", "--", "true"}, "-grace -1s is negative"},
+		{[]string{"lock", "-bogus", "x", "--", "true"}, "flag provided but not defined"},
+		{[]string{"status"}, "status: missing NAME"},
+		{[]string{"status", "a", "b"}, "want one NAME"},
+		{[]string{"unlock", "x"}, "only the holder can release a lock normally"},
+		{[]string{"unlock", "-force", ""}, "unlock: empty NAME"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		}
+		if strings.Contains(stderr.String(), "secret") {
+			t.Errorf("%q: stderr shows the password: %q", tc.args, stderr.String())
+		}
+	}
+	t.Setenv(envWatchdog, "fast")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"lock", "x", "--", "true"}, strings.NewReader(""), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), envWatchdog) {
+		t.Errorf("bad %s: exit %d, stderr %q", envWatchdog, code, stderr.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, strings.NewReader(""), &stdout, &stderr)
+		if code != 0 || stdout.String() != usageText {
+			t.Errorf("%q: exit %d, stdout %q", args, code, stdout.String())
+		}
+	}
+	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force",
+		"REDIS_URL", envWatchdog, "exit status", "\n  3 ", "\n  4 ", "128+N"} {
+		if !strings.Contains(usageText, want) {
+			t.Errorf("usage text lacks %q", want)
+		}
+	}
+	for _, sub := range []string{"lock", "status", "unlock"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{sub, "-h"}, strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: lualock "+sub) {
+			t.Errorf("%s -h: exit %d, stdout %q", sub, code, stdout.String())
+		}
+	}
+}

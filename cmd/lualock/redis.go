@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+)
+
+const (
+	defaultAddr    = "redis://127.0.0.1:6379"
+	envRedisURL    = "REDIS_URL"
+	envWatchdog    = "LUALOCK_WATCHDOG_LEASE"
+	connectTimeout = 5 * time.Second // first PING
+	releaseTimeout = 5 * time.Second // Unlock on the way out
+)
+
+// addrFlag is -addr. Its default, $REDIS_URL, is applied by redisOptions
+// rather than shown by -h, since it may hold a password.
+func addrFlag(fs *flag.FlagSet) *string {
+	return fs.String("addr", "", "Redis `URL` (redis://host:port[/db]) or host:port (default $"+envRedisURL+", else "+defaultAddr+")")
+}
+
+// redisOptions parses -addr: a redis://, rediss:// or unix:// URL, or a
+// plain host:port; "" means $REDIS_URL, else defaultAddr. Errors never
+// quote the address, which may hold a password.
+func redisOptions(addr string) (*redis.Options, error) {
+	if addr == "" {
+		if addr = os.Getenv(envRedisURL); addr == "" {
+			addr = defaultAddr
+		}
+	}
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return nil, errors.New("empty address")
+	}
+	if strings.Contains(addr, "://") {
+		opts, err := redis.ParseURL(addr)
+		if err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // url.Error repeats the URL, password included
+			}
+			return nil, fmt.Errorf("bad Redis URL: %v", err)
+		}
+		return opts, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("want redis://host:port[/db] or host:port: %v", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, fmt.Errorf("bad port %q in host:port", port)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return &redis.Options{Addr: net.JoinHostPort(host, port)}, nil
+}
+
+// where names the server in messages, without credentials.
+func where(opts *redis.Options) string {
+	if opts.DB != 0 {
+		return fmt.Sprintf("%s db %d", opts.Addr, opts.DB)
+	}
+	return opts.Addr
+}
+
+// quiet drops go-redis's own log lines (dial failures and the like):
+// lualock reports the errors that matter itself, prefixed "lualock: ".
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }
+
+// connect checks that the server answers, once and without retries so that
+// an address where nothing listens fails at once, then makes the client,
+// which keeps go-redis's default retries.
+func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
+	p := *opts
+	p.MaxRetries, p.DialerRetries, p.PoolSize = -1, 1, 1
+	probe := redis.NewClient(&p)
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := probe.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
+	}
+	return redis.NewClient(opts), nil
+}
+
+// clientOptions reads the lualock.Options from the environment.
+func clientOptions() (lualock.Options, error) {
+	var o lualock.Options
+	if v := os.Getenv(envWatchdog); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 3*time.Millisecond {
+			return o, fmt.Errorf("%s=%q: want a duration of at least 3ms, such as 30s", envWatchdog, v)
+		}
+		o.WatchdogLease = d
+	}
+	return o, nil
+}
+
+// newLock returns the reentrant or, when fair is set, the fair lock name.
+func newLock(c *lualock.Client, name string, fair bool) *lualock.Lock {
+	if fair {
+		return c.NewFairLock(name)
+	}
+	return c.NewLock(name)
+}
+
+// tag names the key of a lock's companion structure as Redisson does:
+// prefix:{name}, or prefix:name when name carries its own hash tag.
+func tag(prefix, name string) string {
+	if strings.Contains(name, "{") {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}

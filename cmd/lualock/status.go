@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Key prefixes of a fair lock's queue and of its waiters' deadlines, as
+// Redisson names them.
+const (
+	queuePrefix   = "redisson_lock_queue"
+	timeoutPrefix = "redisson_lock_timeout"
+	statusTimeout = 10 * time.Second
+)
+
+// lockStatus is the output of status; with -json it is printed as is.
+type lockStatus struct {
+	Name   string `json:"name"`
+	Locked bool   `json:"locked"`
+	// LeaseMS is the remaining lease in milliseconds: -1 for a lock without
+	// expiry, absent when not locked.
+	LeaseMS *int64   `json:"lease_ms,omitempty"`
+	Holders []holder `json:"holders"`
+	// Queue lists the waiters of a fair lock, first first; empty for a
+	// reentrant lock or a fair lock nobody waits for.
+	Queue []waiter `json:"queue"`
+	// ServerTime is Redis's TIME when the status was read, in Unix ms; the
+	// queue's remaining times count from it.
+	ServerTime int64 `json:"server_time_ms"`
+}
+
+type holder struct {
+	Field string `json:"field"` // owner field C:H: client id and holder id
+	Holds int64  `json:"holds"` // hold count (re-entries)
+}
+
+type waiter struct {
+	ID string `json:"id"` // the waiter's owner field
+	// DeadlineMS is the Unix time in ms after which the other waiters purge
+	// this one from the queue unless it retried; absent without an entry.
+	DeadlineMS  *int64 `json:"deadline_ms,omitempty"`
+	RemainingMS *int64 `json:"remaining_ms,omitempty"` // DeadlineMS minus the server time
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", "[-addr URL] [-json] NAME", stderr)
+	addr := addrFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	name, code := parseFlags(fs, args, stdout, nil)
+	if code >= 0 {
+		return code
+	}
+	opts, err := redisOptions(*addr)
+	if err != nil {
+		return usagef(stderr, "status: bad -addr: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	rdb, err := connect(ctx, opts)
+	if err != nil {
+		return errorf(stderr, exitError, "%v", err)
+	}
+	defer rdb.Close()
+	st, err := readStatus(ctx, rdb, name)
+	if err != nil {
+		return errorf(stderr, exitError, "status %s: %v", name, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return errorf(stderr, exitError, "%v", err)
+		}
+		return exitOK
+	}
+	printStatus(stdout, st)
+	return exitOK
+}
+
+// readStatus reads the lock hash, its TTL and the fair lock's queue in one
+// MULTI, so that they describe one moment. It only reads.
+func readStatus(ctx context.Context, rdb *redis.Client, name string) (*lockStatus, error) {
+	var (
+		typ       *redis.StatusCmd
+		fields    *redis.MapStringStringCmd
+		pttl      *redis.DurationCmd
+		queue     *redis.StringSliceCmd
+		deadlines *redis.ZSliceCmd
+		now       *redis.TimeCmd
+	)
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		typ = p.Type(ctx, name)
+		fields = p.HGetAll(ctx, name)
+		pttl = p.PTTL(ctx, name)
+		queue = p.LRange(ctx, tag(queuePrefix, name), 0, -1)
+		deadlines = p.ZRangeWithScores(ctx, tag(timeoutPrefix, name), 0, -1)
+		now = p.Time(ctx)
+		return nil
+	})
+	if t := typ.Val(); typ.Err() == nil && t != "hash" && t != "none" {
+		return nil, fmt.Errorf("key %q is a %s, not a lock (a hash)", name, t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &lockStatus{Name: name, Holders: []holder{}, Queue: []waiter{}, ServerTime: now.Val().UnixMilli()}
+	for f, v := range fields.Val() {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("holder %q has hold count %q, not a number", f, v)
+		}
+		st.Holders = append(st.Holders, holder{Field: f, Holds: n})
+	}
+	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Field < st.Holders[j].Field })
+	if typ.Val() == "hash" {
+		st.Locked = true
+		ms := int64(-1) // PTTL -1: no expiry, reported by go-redis as -1ns
+		if d := pttl.Val(); d >= 0 {
+			ms = d.Milliseconds()
+		}
+		st.LeaseMS = &ms
+	}
+	scores := map[string]int64{}
+	for _, z := range deadlines.Val() {
+		if m, ok := z.Member.(string); ok {
+			scores[m] = int64(z.Score)
+		}
+	}
+	for _, id := range queue.Val() {
+		w := waiter{ID: id}
+		if d, ok := scores[id]; ok {
+			rem := d - st.ServerTime
+			w.DeadlineMS, w.RemainingMS = &d, &rem
+		}
+		st.Queue = append(st.Queue, w)
+	}
+	return st, nil
+}
+
+func printStatus(w io.Writer, st *lockStatus) {
+	switch {
+	case !st.Locked:
+		fmt.Fprintf(w, "lock %s: not locked\n", st.Name)
+	case *st.LeaseMS < 0:
+		fmt.Fprintf(w, "lock %s: locked, no expiry\n", st.Name)
+	default:
+		fmt.Fprintf(w, "lock %s: locked, lease %v remaining\n", st.Name, time.Duration(*st.LeaseMS)*time.Millisecond)
+	}
+	for _, h := range st.Holders {
+		fmt.Fprintf(w, "  holder %s  holds %d\n", h.Field, h.Holds)
+	}
+	if len(st.Queue) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "fair queue: %d waiting\n", len(st.Queue))
+	for i, q := range st.Queue {
+		if q.DeadlineMS == nil {
+			fmt.Fprintf(w, "  %d. %s  (no deadline)\n", i+1, q.ID)
+			continue
+		}
+		at := time.UnixMilli(*q.DeadlineMS).UTC().Format("2006-01-02T15:04:05.000Z")
+		fmt.Fprintf(w, "  %d. %s  deadline %s (in %v)\n", i+1, q.ID, at, time.Duration(*q.RemainingMS)*time.Millisecond)
+	}
+}

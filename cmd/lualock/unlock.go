@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lualock/lualock"
+)
+
+func runUnlock(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] NAME", stderr)
+	addr := addrFlag(fs)
+	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
+	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter")
+	name, code := parseFlags(fs, args, stdout, nil)
+	if code >= 0 {
+		return code
+	}
+	if !*force {
+		return usagef(stderr, "unlock: only the holder can release a lock normally (the holder's \"lualock lock\" releases it when its command exits); "+
+			"pass -force to delete lock %s whoever holds it", name)
+	}
+	opts, err := redisOptions(*addr)
+	if err != nil {
+		return usagef(stderr, "unlock: bad -addr: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	rdb, err := connect(ctx, opts)
+	if err != nil {
+		return errorf(stderr, exitError, "%v", err)
+	}
+	defer rdb.Close()
+	client, err := lualock.New(rdb, lualock.Options{})
+	if err != nil {
+		return errorf(stderr, exitError, "%v", clean(err))
+	}
+	defer client.Close()
+	lock := newLock(client, name, *fair)
+	deleted, err := lock.ForceUnlock(ctx)
+	switch {
+	case errors.Is(err, lualock.ErrInvalid):
+		return usagef(stderr, "unlock: %v", clean(err))
+	case err != nil:
+		return errorf(stderr, exitError, "%v", clean(err))
+	case deleted:
+		fmt.Fprintf(stdout, "lualock: lock %s force-unlocked (deleted)\n", name)
+	default:
+		fmt.Fprintf(stdout, "lualock: lock %s was not locked: nothing deleted\n", name)
+	}
+	return exitOK
+}
