@@ -52,3 +52,7 @@ redis: ## run a throwaway redis-server on a free loopback port (foreground)
 	echo ">>> redis-server on 127.0.0.1:$$port (dir $$dir); connect: redis-cli -p $$port; Ctrl-C to stop"; \
 	redis-server --port "$$port" --bind 127.0.0.1 --protected-mode no --save "" --appendonly no \
 		--dir "$$dir" --daemonize no
+
+.PHONY: bench
+bench: ## side-by-side benchmark vs redislock, redsync, rueidislock (~10 min); rewrites bench/REPORT.md and bench/results.json
+	cd bench && $(GO) run . -rounds 3

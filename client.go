@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,13 +35,16 @@ type Client struct {
 	once    sync.Once
 	wd      *watchdog
 	subs    *subscriber
+	bgMu    sync.Mutex
+	bgDone  bool           // Close has waited for the background work
+	bg      sync.WaitGroup // clean-up goroutines
 }
 
 // New returns a Client on rdb, which may be a *redis.Client, a
 // *redis.ClusterClient, a failover client or a *redis.Ring. New sends
 // nothing to Redis. It returns ErrInvalid for a nil rdb or a bad option.
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	if rdb == nil {
+	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
 	}
 	cfg, err := opts.normalize()
@@ -64,9 +68,11 @@ func (c *Client) ID() string { return c.id }
 
 // Close stops the watchdog and the pub/sub listener, wakes every waiter of
 // this client with ErrClosed and waits for its goroutines to exit. It does
-// not unlock held locks: they stop being renewed and expire after their
-// lease, and their Context is cancelled with ErrClosed. Close does not close
-// the redis client. Calling it again does nothing and returns nil.
+// not unlock held locks. Holds under the watchdog stop being renewed and
+// expire after their lease; their Context is cancelled with ErrClosed. Holds
+// with a fixed lease stay valid until it runs out, when their Context ends
+// (cause ErrNotHeld). Close does not close the redis client. Calling it
+// again does nothing and returns nil.
 func (c *Client) Close() error {
 	first := false
 	c.once.Do(func() {
@@ -77,7 +83,29 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.wd.close()
-	return c.subs.close()
+	err := c.subs.close()
+	c.bgMu.Lock()
+	c.bgDone = true
+	c.bgMu.Unlock()
+	c.bg.Wait()
+	return err
+}
+
+// background runs f in a goroutine that Close waits for; after Close, it
+// runs f at once.
+func (c *Client) background(f func()) {
+	c.bgMu.Lock()
+	if c.bgDone {
+		c.bgMu.Unlock()
+		f()
+		return
+	}
+	c.bg.Add(1)
+	c.bgMu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
 }
 
 func (c *Client) closed() bool {
@@ -126,6 +154,13 @@ func (c *Client) newLock(name string, k kind) *Lock {
 		invalid: checkName(name),
 	}
 	return l
+}
+
+// isNilPointer reports whether v holds a nil pointer, as a
+// (*redis.Client)(nil) in the interface.
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // uuid4 returns a random RFC 4122 version 4 UUID in its text form.

@@ -13,6 +13,13 @@ import (
 // by their deadline. Told "wait 0" it retries at most this often.
 const fairMinRetry = 250 * time.Millisecond
 
+// fairMaxTimer caps a fair waiter's fallback timer: MaxWaitTimer, and half
+// the wait budget, so that a live waiter asks again (renewing its deadline)
+// well before the others would purge it.
+func (c *Client) fairMaxTimer() time.Duration {
+	return min(c.cfg.MaxWaitTimer, c.cfg.FairWait/2)
+}
+
 // NewFairLock returns a handle on the fair lock name, compatible with
 // Redisson's RedissonFairLock: waiters get the lock in the order they first
 // asked for it, across processes. It has the reentrant lock's methods and
@@ -57,23 +64,22 @@ func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch st
 		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
 			Latch: latch},
 		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
-			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
+			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
 func (l *Lock) runFairForceRelease(ctx context.Context) (bool, error) {
 	queue, timeouts := l.fairKeys()
 	return generated.FairForceRelease(ctx, l.c.rdb,
 		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairForceReleaseArgs{Publish: l.c.cfg.publish})
+		generated.FairForceReleaseArgs{WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
-// giveUp takes the handle out of the fair queue after a wait that did not
-// get the lock. It runs even when ctx has ended.
-func (l *Lock) giveUp(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer cancel()
+// leaveQueue takes the handle out of the fair queue after a wait that did
+// not get the lock.
+func (l *Lock) leaveQueue(ctx context.Context) error {
 	queue, timeouts := l.fairKeys()
-	_, _ = generated.FairLeave(ctx, l.c.rdb,
+	_, err := generated.FairLeave(ctx, l.c.rdb,
 		generated.FairLeaveKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
 		generated.FairLeaveArgs{Field: l.field, WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
+	return err
 }

@@ -1,6 +1,7 @@
 package lualock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,10 @@ type Lock struct {
 	cancel    context.CancelCauseFunc
 	expiry    *time.Timer // fixed lease: ends ctx when the lease runs out
 	unlockReq string      // latch key of an Unlock whose outcome is unknown
+	releasing bool        // an Unlock is waiting for its release's reply
+	// lostWhileReleasing is a loss reported during that wait: the reply
+	// decides whether it stands.
+	lostWhileReleasing error
 }
 
 // Name returns the lock's name, its key in Redis.
@@ -152,43 +157,68 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 	if ctx.Err() != nil {
 		return l.ctxErr(ctx, nil)
 	}
+	// Calls to Redis run under the wait's deadline too, so that a TryLock
+	// on an unreachable Redis returns when its wait is over. A wait of 0
+	// makes one attempt, bounded by ctx alone.
 	var deadline time.Time
+	actx := ctx
 	if wait >= 0 {
 		deadline = time.Now().Add(wait)
 	}
+	if wait > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	w := waiting{l: l}
 	defer w.end(ctx)
+	notObtained := func(last error) error {
+		if last != nil {
+			return fmt.Errorf("%w: lock %q within %v (last error: %v)", ErrNotObtained, l.name, wait, last)
+		}
+		return fmt.Errorf("%w: lock %q within %v", ErrNotObtained, l.name, wait)
+	}
+	floor, ceil := time.Millisecond, l.c.cfg.MaxWaitTimer
+	if l.kind == fair {
+		floor, ceil = fairMinRetry, l.c.fairMaxTimer()
+	}
 	bo := l.c.newBackoff()
 	var lastErr error
 	for {
-		acquired, ttl, err := l.attempt(ctx, lease, &w)
+		acquired, ttl, err := l.attempt(actx, lease, &w)
 		if acquired {
 			w.acquired = true
 			return nil
 		}
 		if err != nil {
-			if errors.Is(err, ErrLockLost) || !transient(err) {
-				if ctx.Err() != nil {
-					return l.ctxErr(ctx, err)
-				}
+			switch {
+			case ctx.Err() != nil:
+				return l.ctxErr(ctx, lastErr)
+			case errors.Is(err, ErrLockLost):
+				return l.errorf("lock", err)
+			case actx.Err() != nil:
+				return notObtained(cmp.Or(lastErr, err))
+			case !transient(err):
 				return l.errorf("lock", err)
 			}
 			lastErr = err
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			if lastErr != nil {
-				return fmt.Errorf("%w: lock %q within %v (last error: %v)", ErrNotObtained, l.name, wait, lastErr)
-			}
-			return fmt.Errorf("%w: lock %q within %v", ErrNotObtained, l.name, wait)
+			return notObtained(lastErr)
 		}
 		pause := time.Duration(-1) // wait for a wake-up
 		switch {
 		case err != nil:
 			pause = bo.step()
 		case w.sub == nil:
-			fresh, err := w.subscribe(ctx)
+			fresh, err := w.subscribe(actx)
 			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, ErrClosed) || !transient(err) {
+				switch {
+				case ctx.Err() != nil:
+					return l.ctxErr(ctx, lastErr)
+				case actx.Err() != nil:
+					return notObtained(lastErr)
+				case errors.Is(err, ErrClosed) || !transient(err):
 					return l.waitErr(ctx, err)
 				}
 				lastErr, pause = err, bo.step()
@@ -201,11 +231,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		default:
 			bo = l.c.newBackoff()
 			lastErr = nil
-			floor := minRetry
-			if l.kind == fair {
-				floor = fairMinRetry
-			}
-			w.sub.hint(ttl, floor)
+			w.sub.hint(ttl, floor, ceil)
 		}
 		if err := w.sleep(ctx, pause, deadline); err != nil {
 			return l.waitErr(ctx, err)
@@ -263,6 +289,9 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	if l.c.closed() {
 		return false, 0, ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return false, 0, err // not sent: nothing to give back
+	}
 	set := lease
 	if set == 0 {
 		set = l.c.cfg.WatchdogLease
@@ -276,12 +305,17 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	if err != nil {
 		var rerr redis.Error
 		if !errors.As(err, &rerr) {
-			// The reply is unknown: the script may have run. Give back what
-			// it may have taken.
-			l.undo(ctx, want, set)
+			// The reply is unknown: the script may have run. The next
+			// attempt replays it (it names the same hold count); if none
+			// comes, the acquire call gives it back on its way out.
+			w.maybeHeld, w.lease = want, set
+			if ctx.Err() == nil {
+				w.unreachable = transient(err)
+			}
 		}
 		return false, 0, err
 	}
+	w.maybeHeld, w.unreachable = 0, false
 	if wait != 0 {
 		return false, time.Duration(wait) * time.Millisecond, nil
 	}
@@ -301,15 +335,14 @@ func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w 
 }
 
 // undo releases the hold that an acquisition with an unknown outcome may
-// have taken, if it did. It runs after the caller's context ended too.
-func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer cancel()
+// have taken (want holds), if it did.
+func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	st, err := generated.LockStatus(ctx, l.c.rdb, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
 	if err != nil || len(st) != 3 || st[1] != int64(want) {
-		return
+		return err
 	}
-	_, _ = l.runRelease(ctx, lease, l.latchKey())
+	_, err = l.runRelease(ctx, lease, l.latchKey())
+	return err
 }
 
 func (l *Lock) generation() uint64 {
@@ -374,6 +407,10 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 	if l.gen != gen || l.holds == 0 || l.lost != nil {
 		return
 	}
+	if lost && l.releasing {
+		l.lostWhileReleasing = cause // Unlock decides
+		return
+	}
 	if lost {
 		l.lost = cause
 	}
@@ -426,14 +463,27 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.unlockReq = l.latchKey()
 	}
 	lease, latch := l.lease, l.unlockReq
+	// Before the last release, stop renewing: a renewal racing it would find
+	// the lock gone and report it lost (Redisson #7272).
+	// The watchdog keeps renewing during the release, but a renewal racing
+	// it finds the lock gone: such a loss waits for the release's outcome
+	// (Redisson #7272).
+	l.releasing = true
 	l.mu.Unlock()
 
 	res, err := l.runRelease(ctx, lease, latch)
-	if err != nil {
-		return l.errorf("unlock", err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.releasing = false
+	lostMeanwhile := l.lostWhileReleasing
+	l.lostWhileReleasing = nil
+	if err != nil {
+		if lostMeanwhile != nil && l.lost == nil {
+			l.lost = lostMeanwhile
+			l.finish(lostMeanwhile)
+		}
+		return l.errorf("unlock", err)
+	}
 	l.unlockReq = ""
 	switch {
 	case res == nil:
@@ -443,7 +493,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case *res == 0 && l.holds > 1:
 		l.holds--
 	default:
-		l.holds = 0
+		l.holds, l.lost = 0, nil
 		l.finish(ErrNotHeld)
 	}
 	return nil
@@ -564,8 +614,8 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 // Context returns a context that lives as long as the handle's current
 // hold: it is cancelled when the last Unlock releases it (cause ErrNotHeld),
 // when a fixed lease runs out (cause wraps ErrNotHeld), when the hold is lost
-// (cause wraps ErrLockLost) and when the client closes (cause wraps
-// ErrClosed). Read the cause with context.Cause. Without a hold it returns a
+// (cause wraps ErrLockLost) and, for a hold under the watchdog, when the
+// client closes (cause wraps ErrClosed). Read the cause with context.Cause. Without a hold it returns a
 // context already cancelled with ErrNotHeld.
 func (l *Lock) Context() context.Context {
 	l.mu.Lock()

@@ -14,8 +14,10 @@ type Options struct {
 	WatchdogLease time.Duration
 
 	// FairWait is the fair lock's wait budget per waiter: how long a queued
-	// waiter may go without retrying before the others purge it from the
-	// queue. Live waiters retry well within it. Default 5m, as Redisson.
+	// waiter may go without asking again before the others purge it from
+	// the queue, and how long a dead waiter can hold the queue up. Live
+	// waiters ask again at least every FairWait/2. Default 5m, as Redisson;
+	// at least 500ms.
 	FairWait time.Duration
 
 	// MaxWaitTimer caps the fallback timer of a wait: a waiter that hears no
@@ -25,7 +27,10 @@ type Options struct {
 
 	// UnlockLatch is how long Redis keeps the outcome of a release under its
 	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. Default 10s.
+	// instead of releasing twice. Keep it above the time go-redis may take to
+	// resend a command (ReadTimeout x (MaxRetries+1), 12s with go-redis's
+	// defaults at worst): a release resent after the latch expired reports
+	// ErrNotHeld, though it released nothing twice. Default 10s.
 	UnlockLatch time.Duration
 
 	// RetryMin and RetryMax bound the jittered exponential backoff between
@@ -87,6 +92,9 @@ func (o Options) normalize() (config, error) {
 		if err := def(f.p, f.v, f.name); err != nil {
 			return config{}, err
 		}
+	}
+	if o.FairWait < 2*fairMinRetry {
+		return config{}, fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
 	}
 	if o.WatchdogLease < 3*time.Millisecond {
 		return config{}, fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)

@@ -14,11 +14,6 @@ import (
 // subscription before it goes on with the fallback timer alone.
 const confirmWait = 2 * time.Second
 
-// minRetry is the shortest fallback timer: a waiter told "wait 0" (a lock
-// about to expire, a dead fair waiter ahead not yet purged) retries after
-// this, never in a hot loop.
-const minRetry = 50 * time.Millisecond
-
 // subscriber shares one pub/sub connection among every waiter of a client
 // (one per cluster slot with sharded pub/sub). Each channel is subscribed
 // once, while at least one waiter listens on it. A message wakes one waiter
@@ -221,11 +216,15 @@ func (w *subscription) signal() bool {
 	}
 }
 
-// hint asks for a wake-up after ttl at the latest (capped by MaxWaitTimer,
-// at least floor), by moving the channel's fallback timer earlier.
-func (w *subscription) hint(ttl, floor time.Duration) {
+// hint asks for a wake-up just after ttl (a negative ttl: the lock has no
+// expiry), at least floor and at most ceil from now, by moving the channel's
+// fallback timer earlier.
+func (w *subscription) hint(ttl, floor, ceil time.Duration) {
 	s := w.s
-	d := min(max(ttl, floor), s.c.cfg.MaxWaitTimer)
+	d := ceil
+	if ttl >= 0 {
+		d = min(max(ttl+time.Millisecond, floor), ceil)
+	}
 	at := time.Now().Add(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -340,6 +339,8 @@ func (s *subscriber) close() error {
 			cs.linger = nil
 		}
 	}
+	clear(s.chans)
+	clear(s.conns)
 	s.mu.Unlock()
 	s.wg.Wait()
 	return first

@@ -9,10 +9,13 @@ import (
 // subscription to the channel that announces releases and, for the fair
 // lock, whether it may stand in the queue.
 type waiting struct {
-	l        *Lock
-	sub      *subscription
-	queued   bool // fair lock: an attempt may have put the waiter in the queue
-	acquired bool
+	l           *Lock
+	sub         *subscription
+	queued      bool          // fair lock: an attempt may have put the waiter in the queue
+	maybeHeld   int           // the hold count an attempt with a lost reply may have reached
+	lease       time.Duration // the lease that attempt set
+	unreachable bool          // the last attempt failed on the network: Redis seems down
+	acquired    bool
 }
 
 // subscribe listens on the channel that announces the lock's release to
@@ -63,13 +66,53 @@ func (w *waiting) sleep(ctx context.Context, pause time.Duration, deadline time.
 	return nil
 }
 
-// end runs when the acquire call returns: it drops the subscription and, for
-// a fair waiter that did not get the lock, leaves the queue.
+// cleanupWait bounds the clean-up that end does before the acquire call
+// returns; what is not done by then goes on in the background.
+const cleanupWait = 100 * time.Millisecond
+
+// end runs when the acquire call returns: it drops the subscription and,
+// when the lock was not obtained, gives back a hold that an attempt with a
+// lost reply may have taken, and leaves the fair queue. When Redis answered
+// the last attempt, that is done when end returns. Otherwise (or when Redis
+// does not answer within cleanupWait) the clean-up goes on in a goroutine of
+// the client, which Close waits for; the handle's next call waits for it too.
 func (w *waiting) end(ctx context.Context) {
 	if w.sub != nil {
 		w.sub.release(w.acquired)
 	}
-	if w.queued && !w.acquired {
-		w.l.giveUp(ctx)
+	if w.acquired || (w.maybeHeld == 0 && !w.queued) {
+		return
 	}
+	l := w.l
+	clean := func(ctx context.Context) error {
+		if w.maybeHeld > 0 {
+			if err := l.undo(ctx, w.maybeHeld, w.lease); err != nil {
+				return err
+			}
+		}
+		if w.queued {
+			return l.leaveQueue(ctx)
+		}
+		return nil
+	}
+	l.op.Lock()
+	if w.maybeHeld == 0 && !w.unreachable {
+		// Redis answered the last attempt: clean up before returning, so
+		// that the caller finds the queue without this waiter.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupWait)
+		err := clean(sctx)
+		cancel()
+		if err == nil {
+			l.op.Unlock()
+			return
+		}
+	}
+	// Hand the handle's op lock to the goroutine: the handle's next call
+	// waits until the clean-up is over.
+	l.c.background(func() {
+		defer l.op.Unlock()
+		bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+		defer cancel()
+		_ = clean(bctx)
+	})
 }

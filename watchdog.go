@@ -87,9 +87,47 @@ func (w *watchdog) run() {
 		}
 		next := every
 		if !w.renewAll() {
-			next = retry
+			// Renewals fail: try again soon, and be awake when the first
+			// lease that was not renewed runs out.
+			next = max(min(retry, w.untilExpiry()), time.Millisecond)
 		}
+		w.expire()
 		t.Reset(next)
+	}
+}
+
+// untilExpiry is the time until the earliest watched lease runs out, as
+// last renewed; the full lease when nothing is watched.
+func (w *watchdog) untilExpiry() time.Duration {
+	lease := w.c.cfg.WatchdogLease
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	left := lease
+	for _, e := range w.entries {
+		left = min(left, lease-time.Since(e.renewed))
+	}
+	return left
+}
+
+// expire reports lost every hold whose last renewed lease has run out: Redis
+// has dropped it, whatever the failed renewals said.
+func (w *watchdog) expire() {
+	lease := w.c.cfg.WatchdogLease
+	type gone struct {
+		l   *Lock
+		gen uint64
+	}
+	var lost []gone
+	w.mu.Lock()
+	for l, e := range w.entries {
+		if time.Since(e.renewed) >= lease {
+			delete(w.entries, l)
+			lost = append(lost, gone{l, e.gen})
+		}
+	}
+	w.mu.Unlock()
+	for _, g := range lost {
+		g.l.endHold(g.gen, fmt.Errorf("%w: renewals failed for a whole lease", ErrLockLost), true)
 	}
 }
 
@@ -110,7 +148,9 @@ func (w *watchdog) renewAll() bool {
 		return true
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.renewEvery)
+	// A call may take no longer than the time to the first expiry, so that
+	// a hung Redis cannot delay the loss past the lease.
+	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.c.cfg.renewEvery, w.untilExpiry()), time.Millisecond))
 	defer cancel()
 	err := w.send(ctx, batches)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -125,8 +165,7 @@ func (w *watchdog) renewAll() bool {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
 		}
 		if err != nil {
-			ok = false
-			w.failed(b, err)
+			ok = false // the holds wait for the next try; expire ends those whose lease ran out
 			continue
 		}
 		w.renewed(b, res, start)
@@ -203,22 +242,4 @@ func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
 	}
 }
 
-// failed handles a renewal call that got no answer: holds whose last lease
-// has run out by now are lost; the others wait for the next try.
-func (w *watchdog) failed(b *batch, err error) {
-	var lost []int
-	lease := w.c.cfg.WatchdogLease
-	w.mu.Lock()
-	for i, l := range b.locks {
-		e, ok := w.entries[l]
-		if !ok || e.gen != b.gens[i] || time.Since(e.renewed) < lease {
-			continue
-		}
-		delete(w.entries, l)
-		lost = append(lost, i)
-	}
-	w.mu.Unlock()
-	for _, i := range lost {
-		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: renewals failed for a whole lease: %v", ErrLockLost, err), true)
-	}
-}
+

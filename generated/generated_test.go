@@ -504,7 +504,7 @@ func exerciseGenerated(t *testing.T) {
 		t.Fatalf("FairAcquire = %v, %v", got, err)
 	}
 	if got, err := generated.FairRelease(ctx, f, generated.FairReleaseKeys{Lock: "n", Queue: "q", Timeouts: "z", Channel: "ch", Latch: "l"},
-		generated.FairReleaseArgs{LeaseMS: 30000, Field: "c:1", LatchMS: 5000, Publish: "publish"}); got != nil || err != nil {
+		generated.FairReleaseArgs{LeaseMS: 30000, Field: "c:1", LatchMS: 5000, WaitMS: 60000, Publish: "publish"}); got != nil || err != nil {
 		t.Fatalf("FairRelease = %v, %v", got, err)
 	}
 	if got, err := generated.FairLeave(ctx, f, generated.FairLeaveKeys(fk),
@@ -512,7 +512,7 @@ func exerciseGenerated(t *testing.T) {
 		t.Fatalf("FairLeave = %v, %v", got, err)
 	}
 	if got, err := generated.FairForceRelease(ctx, f, generated.FairForceReleaseKeys(fk),
-		generated.FairForceReleaseArgs{Publish: "publish"}); !got || err != nil {
+		generated.FairForceReleaseArgs{WaitMS: 60000, Publish: "publish"}); !got || err != nil {
 		t.Fatalf("FairForceRelease = %v, %v", got, err)
 	}
 	if c := f.take(); len(c) != 7 || slices.Contains(c, "script load") {

@@ -7,8 +7,14 @@
 -- is empty or headed by the caller; every waiter left then moves up one
 -- place, so its deadline shrinks by one wait budget. A queued caller that
 -- asks again renews its own deadline to lock's PTTL + position x budget from
--- now, so a live waiter is never purged (Redisson #3004). When a purge leaves
--- a free lock to a new head other than the caller, that head is woken.
+-- now, so a live waiter is never purged (Redisson #3004).
+--
+-- Whenever the head of the queue changes (the head took the lock, or stale
+-- heads were purged), the new head is woken on its own channel, so that it
+-- asks again and learns it is next: it then waits for the lock's PTTL, not for
+-- the deadline of a waiter that is gone. Whenever the lock is free and the
+-- head is not the caller, the head's deadline is cut to one wait budget from
+-- now: a dead head holds the queue up for one budget at most.
 --
 -- As in lock_acquire, the caller names the hold count the call should leave,
 -- so a repeated call does not count a re-entry twice, and success is 0
@@ -88,6 +94,15 @@ if current > 0 then
   return 0
 end
 
+-- The lock is free and head is next: it has one wait budget to take it,
+-- so a dead head holds the queue up for one budget at most.
+local function hurry(head)
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if not deadline or deadline > now + wait then
+    redis.call('zadd', timeouts, now + wait, head)
+  end
+end
+
 local head = redis.call('lindex', queue, 0)
 local free = redis.call('exists', lock) == 0
 if free and (not head or head == field) then
@@ -101,10 +116,17 @@ if free and (not head or head == field) then
   end
   redis.call('hset', lock, field, 1)
   redis.call('pexpire', lock, lease)
+  local next = redis.call('lindex', queue, 0)
+  if next then
+    redis.call(publish, channel .. ':' .. next, 0)
+  end
   return 0
 end
 
-if purged and free and head then
+if head and free then
+  hurry(head)
+end
+if head and purged then
   redis.call(publish, channel .. ':' .. head, 0)
 end
 

@@ -1,12 +1,14 @@
 -- Deletes the fair lock whoever holds it, and wakes the head of the queue.
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
--- live one.
+-- live one; its deadline is cut to one wait budget from now (see
+-- fair_acquire).
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
 -- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
 -- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    publish   string  publishing command: publish or spublish
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
@@ -15,8 +17,12 @@ local lock = KEYS[1]
 local queue = KEYS[2]
 local timeouts = KEYS[3]
 local channel = KEYS[4]
-local publish = ARGV[1]
+local wait = tonumber(ARGV[1])
+local publish = ARGV[2]
 
+if not wait or wait <= 0 or wait % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
+end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
 end
@@ -39,6 +45,10 @@ end
 local deleted = redis.call('del', lock) == 1
 local head = redis.call('lindex', queue, 0)
 if head then
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if not deadline or deadline > now + wait then
+    redis.call('zadd', timeouts, now + wait, head)
+  end
   redis.call(publish, channel .. ':' .. head, 0)
 end
 return deleted

@@ -3,8 +3,9 @@
 --
 -- Stale waiters are purged first, by Redis's clock, as in every fair script.
 -- Every waiter behind it moves up one place, so their deadlines shrink by
--- one wait budget. When the leaver was the head of the queue and the lock
--- is free, the new head is woken so that it does not wait for its timer.
+-- one wait budget. When the leaver was the head of the queue, the new head
+-- is woken so that it asks again and learns it is next; if the lock is free,
+-- its deadline is cut to one wait budget from now (see fair_acquire).
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -60,7 +61,13 @@ for i = 1, #behind do
 end
 redis.call('lrem', queue, 1, field)
 
-if pos == 0 and #behind > 0 and redis.call('exists', lock) == 0 then
+if pos == 0 and #behind > 0 then
+  if redis.call('exists', lock) == 0 then
+    local deadline = tonumber(redis.call('zscore', timeouts, behind[1]))
+    if not deadline or deadline > now + wait then
+      redis.call('zadd', timeouts, now + wait, behind[1])
+    end
+  end
   redis.call(publish, channel .. ':' .. behind[1], 0)
 end
 return true

@@ -5,7 +5,8 @@
 -- repeated release replays it. On the last hold the lock is deleted and "0"
 -- is published on the queue head's own channel (channel:field) only, so
 -- exactly one waiter wakes up. When the lock is already gone the head is
--- woken too, since nothing else would wake it.
+-- woken too, since nothing else would wake it. Either way the head's deadline
+-- is cut to one wait budget from now (see fair_acquire).
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -15,6 +16,7 @@
 -- @arg    lease_ms  int     lease to set when holds remain, in milliseconds
 -- @arg    field     string  owner field C:H
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
+-- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    publish   string  publishing command: publish or spublish
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
@@ -27,13 +29,17 @@ local latch = KEYS[5]
 local lease = tonumber(ARGV[1])
 local field = ARGV[2]
 local latch_ms = tonumber(ARGV[3])
-local publish = ARGV[4]
+local wait = tonumber(ARGV[4])
+local publish = ARGV[5]
 
 if not lease or lease <= 0 or lease % 1 ~= 0 then
   return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
 end
 if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+end
+if not wait or wait <= 0 or wait % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
@@ -59,9 +65,14 @@ while true do
   redis.call('lpop', queue)
 end
 
+-- The lock is free: the head has one wait budget to take it, and is woken.
 local function wake_head()
   local head = redis.call('lindex', queue, 0)
   if head then
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    if not deadline or deadline > now + wait then
+      redis.call('zadd', timeouts, now + wait, head)
+    end
     redis.call(publish, channel .. ':' .. head, 0)
   end
 end

@@ -73,37 +73,15 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend, rdb redis.Univ
 	}
 }
 
-// newMini starts a miniredis whose clock follows real time: miniredis never
-// expires keys by itself, so a goroutine advances it every 2 ms (FastForward
-// for TTLs, SetTime for TIME inside scripts) until the test ends.
+// newMini starts a miniredis whose clock follows real time: miniredis does
+// not expire keys by itself, so ClockTTL makes it advance every TTL by the
+// wall-clock time elapsed, at each command; TIME inside scripts reads the
+// real clock too.
 func newMini(t *testing.T) redis.UniversalClient {
 	mr := miniredis.RunT(t)
-	mr.SetTime(time.Now())
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		last := time.Now()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				mr.SetTime(now)
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
+	mr.ClockTTL(true)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() {
-		_ = c.Close()
-		close(stop)
-		wg.Wait()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -329,7 +329,7 @@ func BenchmarkFairLock_queueDepth(b *testing.B) {
 				u0 := evalUsec()
 				if _, err := generated.FairRelease(ctx, rdb, generated.FairReleaseKeys{Lock: keys.Lock, Queue: keys.Queue,
 					Timeouts: keys.Timeouts, Channel: keys.Channel, Latch: "redisson_unlock_latch:{" + name + "}:" + strconv.Itoa(i)},
-					generated.FairReleaseArgs{LeaseMS: 60000, Field: holder, LatchMS: 1000, Publish: "publish"}); err != nil {
+					generated.FairReleaseArgs{LeaseMS: 60000, Field: holder, LatchMS: 1000, WaitMS: 600000, Publish: "publish"}); err != nil {
 					b.Fatal(err)
 				}
 				u1 := evalUsec()

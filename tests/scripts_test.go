@@ -109,12 +109,12 @@ func scFairLeave(rdb redis.Scripter, l scLock, field string) (bool, error) {
 
 func scFairRelease(rdb redis.Scripter, l scLock, field, req string) (*int64, error) {
 	return generated.FairRelease(context.Background(), rdb, l.fairReleaseKeys(req),
-		generated.FairReleaseArgs{LeaseMS: scLease, Field: field, LatchMS: scLatchMS, Publish: "publish"})
+		generated.FairReleaseArgs{LeaseMS: scLease, Field: field, LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish"})
 }
 
 func scFairForce(rdb redis.Scripter, l scLock) (bool, error) {
 	return generated.FairForceRelease(context.Background(), rdb, generated.FairForceReleaseKeys(l.fairKeys()),
-		generated.FairForceReleaseArgs{Publish: "publish"})
+		generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "publish"})
 }
 
 // scNil returns a check that a call returned a nil *int64 and no error:
@@ -1003,7 +1003,9 @@ func TestScriptFairSanity(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("c3 leaves again = %v, %v; want false", ok, err)
 		}
-		scWantMessages(t, rdb, ps, false, l.channel) // the lock is held: nobody woken
+		// Each new head of the queue is told it is next, on its own channel:
+		// c3 when c2 took the lock, c4 when c3 left.
+		scWantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c3:1")+"=0", l.waiterChannel("c4:1")+"=0")
 
 		// Partial release by c2: 0, lease refreshed, nobody woken.
 		if got := scInt(t, "c2 partial release")(scFairRelease(rdb, l, "c2:1", "req-2")); got != 0 {
@@ -1045,10 +1047,10 @@ func TestScriptFairSanity(t *testing.T) {
 			generated.FairLeaveArgs{Field: "c1:1", WaitMS: -1, Publish: "publish"})
 		scScriptErr(t, "fair leave wait -1", err, "fair_leave", "wait_ms must be a positive integer")
 		_, err = generated.FairRelease(context.Background(), rdb, bad.fairReleaseKeys("r"),
-			generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, Publish: ""})
+			generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: ""})
 		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish or spublish")
 		_, err = generated.FairForceRelease(context.Background(), rdb, generated.FairForceReleaseKeys(bad.fairKeys()),
-			generated.FairForceReleaseArgs{Publish: "PUBLISH"})
+			generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "PUBLISH"})
 		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish or spublish")
 		scWantNoKeysLeft(t, rdb, bad.name)
 		scWantGone(t, rdb, bad.latch("r"))
@@ -1193,8 +1195,8 @@ func TestScriptPipeline(t *testing.T) {
 					fa1 = generated.FairAcquireCmd(ctx, pipe, f.fairKeys(), generated.FairAcquireArgs{LeaseMS: scLease, Field: "c1:1", WaitMS: scWait, Holds: 1, Publish: "publish"})
 					fa2 = generated.FairAcquireCmd(ctx, pipe, f.fairKeys(), generated.FairAcquireArgs{LeaseMS: scLease, Field: "c2:1", WaitMS: scWait, Holds: 1, Publish: "publish"})
 					fl2 = generated.FairLeaveCmd(ctx, pipe, generated.FairLeaveKeys(f.fairKeys()), generated.FairLeaveArgs{Field: "c2:1", WaitMS: scWait, Publish: "publish"})
-					fr1 = generated.FairReleaseCmd(ctx, pipe, f.fairReleaseKeys("req-1"), generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, Publish: "publish"})
-					ff = generated.FairForceReleaseCmd(ctx, pipe, generated.FairForceReleaseKeys(f.fairKeys()), generated.FairForceReleaseArgs{Publish: "publish"})
+					fr1 = generated.FairReleaseCmd(ctx, pipe, f.fairReleaseKeys("req-1"), generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish"})
+					ff = generated.FairForceReleaseCmd(ctx, pipe, generated.FairForceReleaseKeys(f.fairKeys()), generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "publish"})
 					return nil
 				})
 				if err != nil && !errors.Is(err, redis.Nil) {
