@@ -241,5 +241,3 @@ func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
 		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: the renewal found it gone (expired, deleted or wiped)", ErrLockLost), true)
 	}
 }
-
-
