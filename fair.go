@@ -13,11 +13,16 @@ import (
 // by their deadline. Told "wait 0" it retries at most this often.
 const fairMinRetry = 250 * time.Millisecond
 
-// fairMaxTimer caps a fair waiter's fallback timer: MaxWaitTimer, and half
-// the wait budget, so that a live waiter asks again (renewing its deadline)
-// well before the others would purge it.
+// fairMaxTimer caps a fair waiter's fallback timer at half the wait
+// budget, so that a live waiter asks again (renewing its deadline) well
+// before the others would purge it. A fair waiter needs no shorter cap: the
+// scripts tell it on its own channel when it becomes the head of the queue
+// (it then waits for the lock's remaining lease), a reconnect wakes every
+// waiter, and a dead waiter ahead is purged at its deadline, which the timer
+// follows. With the default budget, 10 000 idle waiters cost about 67 calls
+// a second.
 func (c *Client) fairMaxTimer() time.Duration {
-	return min(c.cfg.MaxWaitTimer, c.cfg.FairWait/2)
+	return c.cfg.FairWait / 2
 }
 
 // NewFairLock returns a handle on the fair lock name, compatible with

@@ -20,9 +20,11 @@ type Options struct {
 	// at least 500ms.
 	FairWait time.Duration
 
-	// MaxWaitTimer caps the fallback timer of a wait: a waiter that hears no
-	// release message retries after the lock's remaining lease or after this,
-	// whichever comes first, so a lost message never hangs it. Default 10s.
+	// MaxWaitTimer caps the fallback timer of a reentrant lock's waiters: a
+	// waiter that hears no release message retries after the lock's
+	// remaining lease or after this, whichever comes first, so a lost
+	// message never hangs it. (A fair waiter's timer is capped by FairWait/2
+	// instead; see NewFairLock.) Default 10s.
 	MaxWaitTimer time.Duration
 
 	// UnlockLatch is how long Redis keeps the outcome of a release under its

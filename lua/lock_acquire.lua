@@ -31,6 +31,16 @@ if not holds or holds < 1 or holds % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a positive integer')
 end
 
+-- A free lock: the common case, in three calls.
+if redis.call('exists', lock) == 0 then
+  if holds ~= 1 then
+    return redis.error_reply('LOST lualock: the earlier holds of ' .. field .. ' are gone')
+  end
+  redis.call('hset', lock, field, 1)
+  redis.call('pexpire', lock, lease)
+  return 0
+end
+
 local current = tonumber(redis.call('hget', lock, field) or 0)
 
 -- A repeated call: the count is already what the caller asked for.
@@ -46,7 +56,7 @@ if current ~= holds - 1 then
   return redis.error_reply('ERR lualock: hold count of ' .. field .. ' is ' .. current .. ', caller expected ' .. (holds - 1))
 end
 
-if current > 0 or redis.call('exists', lock) == 0 then
+if current > 0 then
   redis.call('hincrby', lock, field, 1)
   redis.call('pexpire', lock, lease)
   return 0
