@@ -41,11 +41,17 @@ type Client struct {
 }
 
 // New returns a Client on rdb, which may be a *redis.Client, a
-// *redis.ClusterClient, a failover client or a *redis.Ring. New sends
-// nothing to Redis. It returns ErrInvalid for a nil rdb or a bad option.
+// *redis.ClusterClient or a failover client (Redis 7.0 or later). New sends
+// nothing to Redis. It returns ErrInvalid for a nil rdb, a *redis.Ring (its
+// pub/sub binds to one shard) or a bad option.
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		// A Ring's pub/sub connection binds to one shard and would miss the
+		// releases published on the others.
+		return nil, fmt.Errorf("%w: *redis.Ring is not supported (its pub/sub binds to one shard); use a Client, a failover client or a ClusterClient", ErrInvalid)
 	}
 	cfg, err := opts.normalize()
 	if err != nil {
@@ -77,6 +83,7 @@ func (c *Client) Close() error {
 	first := false
 	c.once.Do(func() {
 		first = true
+		c.subs.markClosed() // waiters woken below leave without UNSUBSCRIBE
 		close(c.closing)
 	})
 	if !first {

@@ -31,8 +31,10 @@ func (c *Client) fairMaxTimer() time.Duration {
 // semantics (see NewLock), plus a queue:
 //
 //   - A waiter that gives up (its wait time ran out, its context ended, an
-//     error, Client.Close) leaves the queue before the call returns, and the
-//     deadlines of those behind it are corrected.
+//     error, Client.Close) leaves the queue, and the deadlines of those
+//     behind it are corrected. When Redis answered its last attempt, that is
+//     done before the call returns; otherwise it is done in the background
+//     (Close waits for it), and the handle's next call waits for it too.
 //   - Each waiter has a wait budget (Options.FairWait, default 5 minutes): a
 //     waiter that has not asked again within its budget counts as gone and
 //     is purged from the queue by the next script call, so a waiter whose
@@ -72,11 +74,12 @@ func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch st
 			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
-func (l *Lock) runFairForceRelease(ctx context.Context) (bool, error) {
+func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, error) {
 	queue, timeouts := l.fairKeys()
 	return generated.FairForceRelease(ctx, l.c.rdb,
-		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairForceReleaseArgs{WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
+		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel, Latch: latch},
+		generated.FairForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.c.cfg.FairWait.Milliseconds(),
+			Publish: l.c.cfg.publish})
 }
 
 // leaveQueue takes the handle out of the fair queue after a wait that did

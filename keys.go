@@ -20,7 +20,8 @@ const (
 
 // tag names a key of lock name so that it shares the lock's cluster slot:
 // prefix:{name}, or prefix:name when name carries its own hash tag
-// (checkName refuses a name with a "{" but no hash tag).
+// (checkName refuses a name with a brace but no hash tag, whose keys would
+// not share a slot: Redisson's names have the same flaw).
 func tag(prefix, name string) string {
 	if strings.Contains(name, "{") {
 		return prefix + ":" + name
@@ -34,8 +35,8 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: empty lock name", ErrInvalid)
 	case len(name) > maxNameLen:
 		return fmt.Errorf("%w: lock name is %d bytes, at most %d allowed", ErrInvalid, len(name), maxNameLen)
-	case strings.Contains(name, "{") && !hasHashTag(name):
-		return fmt.Errorf("%w: lock name %q has a { but no hash tag ({x} with x not empty): its keys would land in different cluster slots", ErrInvalid, name)
+	case strings.ContainsAny(name, "{}") && !hasHashTag(name):
+		return fmt.Errorf("%w: lock name %q has a brace but no hash tag ({x} with x not empty): its keys would land in different cluster slots", ErrInvalid, name)
 	}
 	return nil
 }

@@ -184,10 +184,13 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 	}
 	bo := l.c.newBackoff()
 	var lastErr error
-	for {
+	for first := true; ; first = false {
+		if !first && !deadline.IsZero() && !time.Now().Before(deadline) {
+			return notObtained(lastErr)
+		}
 		acquired, ttl, err := l.attempt(actx, lease, &w)
 		if acquired {
-			w.acquired = true
+			w.acquired, w.leaseSet = true, cmp.Or(lease, l.c.cfg.WatchdogLease)
 			return nil
 		}
 		if err != nil {
@@ -319,7 +322,14 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	if wait != 0 {
 		return false, time.Duration(wait) * time.Millisecond, nil
 	}
-	l.held(want, lease, start)
+	if !l.held(want, lease, start) {
+		// The client closed meanwhile: nothing would renew the hold. Give it
+		// back rather than hand out a lock that lapses unnoticed.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		_ = l.undo(uctx, want, set)
+		cancel()
+		return false, 0, ErrClosed
+	}
 	return true, 0, nil
 }
 
@@ -336,9 +346,15 @@ func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w 
 
 // undo releases the hold that an acquisition with an unknown outcome may
 // have taken (want holds), if it did.
+//
+// It reads the count with a plain HGET, which goes to the primary (a
+// read-only script may be routed to a replica and see an old count).
 func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
-	st, err := generated.LockStatus(ctx, l.c.rdb, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
-	if err != nil || len(st) != 3 || st[1] != int64(want) {
+	n, err := l.c.rdb.HGet(ctx, l.name, l.field).Int()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil || n != want {
 		return err
 	}
 	_, err = l.runRelease(ctx, lease, l.latchKey())
@@ -361,32 +377,43 @@ func (l *Lock) lostCause() error {
 	return ErrLockLost
 }
 
-// held records a successful acquisition that left want holds.
-func (l *Lock) held(want int, lease time.Duration, start time.Time) {
+// held records a successful acquisition that left want holds, whose lease
+// was set at start or later. It returns false, recording nothing, when the
+// hold needs the watchdog and the client has closed.
+func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.holds = want
+	gen := l.gen
 	if want == 1 {
-		l.gen++
-		l.ctx, l.cancel, l.ended = nil, nil, nil
+		gen++
+	}
+	if lease == 0 && !l.watched && !l.c.wd.add(l, gen, start) {
+		return false
+	}
+	l.holds, l.gen = want, gen
+	if want == 1 {
+		l.ctx, l.cancel, l.ended, l.unlockReq = nil, nil, nil, ""
 	}
 	if lease == 0 {
 		l.stopExpiry()
 		l.lease = l.c.cfg.WatchdogLease
-		if !l.watched {
-			l.watched = true
-			l.c.wd.add(l, l.gen)
-		}
-		return
+		l.watched = true
+		return true
 	}
 	if l.watched {
 		l.watched = false
 		l.c.wd.remove(l)
 	}
 	l.lease = lease
+	l.startExpiry(start)
+	return true
+}
+
+// startExpiry ends the hold's context when its fixed lease, set in Redis at
+// start or later, runs out. l.mu is held.
+func (l *Lock) startExpiry(start time.Time) {
 	l.stopExpiry()
-	gen := l.gen
-	// The lease started in Redis after start: end the hold's context no later.
+	gen, lease := l.gen, l.lease
 	l.expiry = time.AfterFunc(time.Until(start.Add(lease)), func() {
 		l.endHold(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease), false)
 	})
@@ -420,6 +447,7 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 // finish stops the renewal and the expiry of the current hold and cancels
 // its context. l.mu is held.
 func (l *Lock) finish(cause error) {
+	l.unlockReq = ""
 	l.stopExpiry()
 	if l.watched {
 		l.watched = false
@@ -462,12 +490,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.unlockReq == "" {
 		l.unlockReq = l.latchKey()
 	}
-	lease, latch := l.lease, l.unlockReq
-	// Before the last release, stop renewing: a renewal racing it would find
-	// the lock gone and report it lost (Redisson #7272).
-	// The watchdog keeps renewing during the release, but a renewal racing
-	// it finds the lock gone: such a loss waits for the release's outcome
-	// (Redisson #7272).
+	lease, latch, start := l.lease, l.unlockReq, time.Now()
+	// The watchdog keeps renewing during the release. A renewal racing the
+	// last release finds the lock gone: such a loss waits for the release's
+	// outcome, which decides whether it stands (Redisson #7272).
 	l.releasing = true
 	l.mu.Unlock()
 
@@ -490,8 +516,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.holds = 0
 		l.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
 		return fmt.Errorf("%w: unlock %q: its lease ran out or it was deleted", ErrNotHeld, l.name)
+	case *res == 0 && lostMeanwhile != nil:
+		// A replayed partial release, but the lock was lost meanwhile.
+		l.holds--
+		l.lost = lostMeanwhile
+		l.finish(lostMeanwhile)
 	case *res == 0 && l.holds > 1:
 		l.holds--
+		if !l.watched {
+			l.startExpiry(start) // the release set the fixed lease again
+		}
 	default:
 		l.holds, l.lost = 0, nil
 		l.finish(ErrNotHeld)
@@ -522,13 +556,15 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
 // lost at their next renewal; this handle's own hold ends with ErrNotHeld.
+// A resend of the call after a lost reply (by go-redis or the script
+// runner) replays its outcome; calling ForceUnlock again is a new request.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.usable(); err != nil {
 		return false, err
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
-	deleted, err := l.runForceRelease(ctx)
+	deleted, err := l.runForceRelease(ctx, l.latchKey())
 	if err != nil {
 		return false, l.errorf("force unlock", err)
 	}
@@ -541,13 +577,13 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return deleted, nil
 }
 
-func (l *Lock) runForceRelease(ctx context.Context) (bool, error) {
+func (l *Lock) runForceRelease(ctx context.Context, latch string) (bool, error) {
 	if l.kind == fair {
-		return l.runFairForceRelease(ctx)
+		return l.runFairForceRelease(ctx, latch)
 	}
 	return generated.LockForceRelease(ctx, l.c.rdb,
-		generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel},
-		generated.LockForceReleaseArgs{Publish: l.c.cfg.publish})
+		generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
+		generated.LockForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
 // Status is the state of a lock as one handle sees it.

@@ -74,6 +74,15 @@ func lkCalls(ctx context.Context, l *lualock.Lock) map[string]error {
 	return errs
 }
 
+func TestClient_New_ring(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	c, err := lualock.New(ring, lualock.Options{})
+	if !errors.Is(err, lualock.ErrInvalid) || c != nil {
+		t.Fatalf("New(*redis.Ring) = %v, %v; want ErrInvalid: a Ring's pub/sub binds to one shard", c, err)
+	}
+}
+
 func TestOptions_New_invalid(t *testing.T) {
 	mr, rdb := lkMini(t)
 	for _, tc := range []struct {
@@ -85,6 +94,8 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"FairWait", lualock.Options{FairWait: -time.Second}},
 		{"MaxWaitTimer", lualock.Options{MaxWaitTimer: -time.Second}},
 		{"UnlockLatch", lualock.Options{UnlockLatch: -time.Second}},
+		{"UnlockLatch", lualock.Options{UnlockLatch: time.Microsecond}}, // latch_ms would be 0
+		{"FairWait", lualock.Options{FairWait: 100 * time.Millisecond}},  // under 2 x the 250ms floor
 		{"RetryMin", lualock.Options{RetryMin: -time.Millisecond}},
 		{"RetryMax", lualock.Options{RetryMax: -time.Millisecond}},
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
@@ -236,7 +247,9 @@ func TestLock_Lock_invalidName(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
 	c := lkClient(t, rdb, lualock.Options{})
-	for _, name := range []string{"", strings.Repeat("n", 64<<10+1)} {
+	// Empty, too long, and braces without a hash tag (the lock and its other
+	// keys would land in different cluster slots).
+	for _, name := range []string{"", strings.Repeat("n", 64<<10+1), "a{b", "a}b", "a{}b", "}x{"} {
 		before := lkSnapshot(mr)
 		l := c.NewLock(name)
 		for call, err := range lkCalls(ctx, l) {

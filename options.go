@@ -95,6 +95,9 @@ func (o Options) normalize() (config, error) {
 			return config{}, err
 		}
 	}
+	if o.UnlockLatch < time.Millisecond {
+		return config{}, fmt.Errorf("%w: Options.UnlockLatch is %v, want at least 1ms", ErrInvalid, o.UnlockLatch)
+	}
 	if o.FairWait < 2*fairMinRetry {
 		return config{}, fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
 	}

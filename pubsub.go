@@ -33,9 +33,10 @@ type subscriber struct {
 
 // psConn is one go-redis PubSub and the goroutine that reads it.
 type psConn struct {
-	ps    *redis.PubSub
-	key   int
-	chans int
+	ps      *redis.PubSub
+	key     int
+	perSlot bool // one of the sharded connections of a cluster, one per slot
+	chans   int
 }
 
 type chanSub struct {
@@ -46,8 +47,9 @@ type chanSub struct {
 	waiters   []*subscription
 	timer     *time.Timer
 	timerAt   time.Time
-	linger    *time.Timer // unsubscribes a channel left without waiters
-	pending   bool        // a message came while no waiter listened
+	ceil      time.Duration // the longest timer its waiters asked for
+	linger    *time.Timer   // unsubscribes a channel left without waiters
+	pending   bool          // a message came while no waiter listened
 }
 
 // subscription is one waiter's interest in a channel.
@@ -104,10 +106,10 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscr
 	case <-ready:
 	case <-t.C:
 	case <-ctx.Done():
-		sub.release(false)
+		sub.release(false, 0)
 		return nil, false, ctx.Err()
 	case <-s.c.closing:
-		sub.release(false)
+		sub.release(false, 0)
 		return nil, false, ErrClosed
 	}
 	return sub, true, nil
@@ -130,7 +132,7 @@ func (s *subscriber) add(ctx context.Context, channel string) (*chanSub, error) 
 	case s.c.cfg.ShardedPubSub:
 		// A cluster client binds a sharded PubSub to the node of its first
 		// channel: create it with the channel.
-		conn = &psConn{ps: s.c.rdb.SSubscribe(ctx, channel), key: key}
+		conn = &psConn{ps: s.c.rdb.SSubscribe(ctx, channel), key: key, perSlot: cluster}
 	default:
 		conn = &psConn{ps: s.c.rdb.Subscribe(ctx), key: key}
 		err = conn.ps.Subscribe(ctx, channel)
@@ -148,7 +150,7 @@ func (s *subscriber) add(ctx context.Context, channel string) (*chanSub, error) 
 		go s.listen(msgs)
 	}
 	conn.chans++
-	cs := &chanSub{name: channel, conn: conn, ready: make(chan struct{})}
+	cs := &chanSub{name: channel, conn: conn, ready: make(chan struct{}), ceil: s.c.cfg.MaxWaitTimer}
 	s.chans[channel] = cs
 	return cs, nil
 }
@@ -183,6 +185,9 @@ func (s *subscriber) confirmed(channel string) {
 	// Subscribed again after a reconnect: a release may have gone unheard.
 	for _, w := range cs.waiters {
 		w.signal()
+	}
+	if len(cs.waiters) == 0 {
+		cs.pending = true // for the next waiter of a lingering channel
 	}
 }
 
@@ -232,17 +237,30 @@ func (w *subscription) hint(ttl, floor, ceil time.Duration) {
 	if w.done || (cs.timer != nil && !at.Before(cs.timerAt)) {
 		return
 	}
+	cs.ceil = ceil
+	s.arm(cs, d)
+}
+
+// arm sets the channel's fallback timer to fire after d. When it fires it
+// wakes one waiter and, while others remain, arms itself again at the
+// channel's ceiling: the woken waiter may get the lock and never ask for
+// another timer, and a lease that runs out publishes nothing. s.mu is held.
+func (s *subscriber) arm(cs *chanSub, d time.Duration) {
 	if cs.timer != nil {
 		cs.timer.Stop()
 	}
-	cs.timerAt = at
+	cs.timerAt = time.Now().Add(d)
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if cs.timer == t {
-			cs.timer = nil
-			cs.wakeOne()
+		if cs.timer != t {
+			return
+		}
+		cs.timer = nil
+		cs.wakeOne()
+		if len(cs.waiters) > 1 && !s.closed {
+			s.arm(cs, cs.ceil)
 		}
 	})
 	cs.timer = t
@@ -251,7 +269,10 @@ func (w *subscription) hint(ttl, floor, ceil time.Duration) {
 // release ends the waiter's interest: a wake-up it did not use passes to
 // another waiter, and the last waiter of a channel unsubscribes it, at once
 // or, when it got the lock (acquired), after Options.SubscriptionLinger.
-func (w *subscription) release(acquired bool) {
+// A waiter that got the lock with a lease (the watchdog's, or a fixed one)
+// leaves the others a timer at that lease: if the lease runs out, nothing
+// is published.
+func (w *subscription) release(acquired bool, lease time.Duration) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -263,10 +284,22 @@ func (w *subscription) release(acquired bool) {
 	cs.waiters = slices.DeleteFunc(cs.waiters, func(x *subscription) bool { return x == w })
 	select {
 	case <-w.wake:
-		cs.wakeOne()
+		if !cs.wakeOne() && len(cs.waiters) == 0 {
+			cs.pending = true
+		}
 	default:
 	}
-	if len(cs.waiters) > 0 || s.closed {
+	if s.closed {
+		return
+	}
+	if len(cs.waiters) > 0 {
+		d := cs.ceil
+		if acquired {
+			d = min(lease+time.Millisecond, cs.ceil)
+		}
+		if cs.timer == nil || time.Now().Add(d).Before(cs.timerAt) {
+			s.arm(cs, d) // the others must not go without a timer
+		}
 		return
 	}
 	if cs.timer != nil {
@@ -296,7 +329,7 @@ func (s *subscriber) unsubscribe(cs *chanSub) {
 	conn.chans--
 	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
 	defer cancel()
-	if s.c.cfg.ShardedPubSub && conn.key != 0 && conn.chans == 0 {
+	if conn.perSlot && conn.chans == 0 {
 		// One connection per slot: close it rather than keep it idle.
 		delete(s.conns, conn.key)
 		_ = conn.ps.Close()
@@ -317,6 +350,14 @@ func (s *subscriber) counts() (waiters, channels, conns int) {
 		waiters += len(cs.waiters)
 	}
 	return waiters, len(s.chans), len(s.conns)
+}
+
+// markClosed makes subscribe refuse new waiters and release skip the
+// UNSUBSCRIBE of a channel: close is about to close the connections.
+func (s *subscriber) markClosed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 }
 
 // close closes every pub/sub connection and waits for the listeners.

@@ -16,6 +16,7 @@ type waiting struct {
 	lease       time.Duration // the lease that attempt set
 	unreachable bool          // the last attempt failed on the network: Redis seems down
 	acquired    bool
+	leaseSet    time.Duration // the lease the acquisition set
 }
 
 // subscribe listens on the channel that announces the lock's release to
@@ -78,7 +79,7 @@ const cleanupWait = 100 * time.Millisecond
 // the client, which Close waits for; the handle's next call waits for it too.
 func (w *waiting) end(ctx context.Context) {
 	if w.sub != nil {
-		w.sub.release(w.acquired)
+		w.sub.release(w.acquired, w.leaseSet)
 	}
 	if w.acquired || (w.maybeHeld == 0 && !w.queued) {
 		return

@@ -14,7 +14,7 @@ import (
 
 // watchdog renews the lease of every watched hold of a client, every
 // WatchdogLease/3, in one script call per batch of locks (per cluster slot
-// on a cluster, per lock on a Ring), all batches in one pipeline. A lock the
+// on a cluster), all batches in one pipeline. A lock the
 // script reports gone is lost. When renewals fail (Redis unreachable) it
 // retries sooner, and reports a hold lost once its last renewed lease would
 // have run out.
@@ -22,6 +22,7 @@ type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
 	entries map[*Lock]watch
+	closed  bool // set by close: add refuses new holds
 	stop    chan struct{}
 	done    chan struct{}
 	ctx     context.Context // cancelled at close, ends calls in flight
@@ -40,10 +41,16 @@ func newWatchdog(c *Client) *watchdog {
 	return w
 }
 
-func (w *watchdog) add(l *Lock, gen uint64) {
+// add watches hold gen of l, whose lease was set at start (or later). It
+// returns false once the watchdog is closed.
+func (w *watchdog) add(l *Lock, gen uint64, start time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.entries[l] = watch{gen: gen, renewed: time.Now()}
+	if w.closed {
+		return false
+	}
+	w.entries[l] = watch{gen: gen, renewed: start}
+	return true
 }
 
 func (w *watchdog) remove(l *Lock) {
@@ -67,6 +74,7 @@ func (w *watchdog) close() {
 	w.mu.Lock()
 	left := w.entries
 	w.entries = map[*Lock]watch{}
+	w.closed = true
 	w.mu.Unlock()
 	for l, e := range left {
 		l.endHold(e.gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
@@ -195,11 +203,8 @@ func (w *watchdog) batches() []*batch {
 	defer w.mu.Unlock()
 	group := func(*Lock) int { return 0 }
 	limit := w.c.cfg.RenewBatch
-	switch w.c.rdb.(type) {
-	case *redis.ClusterClient:
+	if _, ok := w.c.rdb.(*redis.ClusterClient); ok {
 		group = func(l *Lock) int { return slot(l.name) }
-	case *redis.Ring:
-		limit = 1
 	}
 	open := map[int]*batch{}
 	var out []*batch

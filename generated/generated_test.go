@@ -494,8 +494,8 @@ func exerciseGenerated(t *testing.T) {
 		generated.LockRenewArgs{LeaseMS: 30000, Fields: []string{"c:1", "c:1"}}); !slices.Equal(got, []int64{1, 0}) || err != nil {
 		t.Fatalf("LockRenew = %v, %v", got, err)
 	}
-	if got, err := generated.LockForceRelease(ctx, f, generated.LockForceReleaseKeys{Lock: "n", Channel: "ch"},
-		generated.LockForceReleaseArgs{Publish: "publish"}); got || err != nil {
+	if got, err := generated.LockForceRelease(ctx, f, generated.LockForceReleaseKeys{Lock: "n", Channel: "ch", Latch: "l"},
+		generated.LockForceReleaseArgs{LatchMS: 5000, Publish: "publish"}); got || err != nil {
 		t.Fatalf("LockForceRelease = %v, %v", got, err)
 	}
 	fk := generated.FairAcquireKeys{Lock: "n", Queue: "q", Timeouts: "z", Channel: "ch"}
@@ -511,8 +511,8 @@ func exerciseGenerated(t *testing.T) {
 		generated.FairLeaveArgs{Field: "c:1", WaitMS: 60000, Publish: "publish"}); !got || err != nil {
 		t.Fatalf("FairLeave = %v, %v", got, err)
 	}
-	if got, err := generated.FairForceRelease(ctx, f, generated.FairForceReleaseKeys(fk),
-		generated.FairForceReleaseArgs{WaitMS: 60000, Publish: "publish"}); !got || err != nil {
+	if got, err := generated.FairForceRelease(ctx, f, generated.FairForceReleaseKeys{Lock: fk.Lock, Queue: fk.Queue, Timeouts: fk.Timeouts, Channel: fk.Channel, Latch: "l"},
+		generated.FairForceReleaseArgs{LatchMS: 5000, WaitMS: 60000, Publish: "publish"}); !got || err != nil {
 		t.Fatalf("FairForceRelease = %v, %v", got, err)
 	}
 	if c := f.take(); len(c) != 7 || slices.Contains(c, "script load") {

@@ -142,16 +142,25 @@ if pos then
   return math.max((ahead or now) - now, 1)
 end
 
--- Join the back of the queue.
+-- Join the back of the queue. As the reference, the deadline is the last
+-- waiter's plus one budget. But when the last waiter is stale (its deadline
+-- passed, not yet purged), chaining on it would leave the newcomer a single
+-- budget at a place further back, which a handoff would use up: it takes
+-- the deadline a live chain gives its place, PTTL + position x budget.
 local ttl = pttl
+local score = now + pttl + wait
 local last = redis.call('lindex', queue, -1)
 if last then
   local deadline = tonumber(redis.call('zscore', timeouts, last))
-  if deadline then
-    ttl = math.max(deadline - now, 0)
+  if deadline and deadline > now then
+    ttl = deadline - now
+    score = deadline + wait
+  else
+    ttl = 0
+    score = now + pttl + (redis.call('llen', queue) + 1) * wait
   end
 end
-if redis.call('zadd', timeouts, ttl + wait + now, field) == 1 then
+if redis.call('zadd', timeouts, score, field) == 1 then
   redis.call('rpush', queue, field)
 end
 return math.max(ttl, 1)

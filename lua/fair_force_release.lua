@@ -2,12 +2,15 @@
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see
--- fair_acquire).
+-- fair_acquire). As lock_force_release, the outcome is latched under the
+-- request id, so a repeated call does not delete the next owner's lock.
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
 -- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
 -- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @key    latch     unlock latch of N for this request id
+-- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    publish   string  publishing command: publish or spublish
 -- @return bool  true when a lock was deleted
@@ -17,14 +20,24 @@ local lock = KEYS[1]
 local queue = KEYS[2]
 local timeouts = KEYS[3]
 local channel = KEYS[4]
-local wait = tonumber(ARGV[1])
-local publish = ARGV[2]
+local latch = KEYS[5]
+local latch_ms = tonumber(ARGV[1])
+local wait = tonumber(ARGV[2])
+local publish = ARGV[3]
 
+if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+end
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+
+local replay = redis.call('get', latch)
+if replay then
+  return replay == '1'
 end
 
 local t = redis.call('time')
@@ -51,4 +64,5 @@ if head then
   end
   redis.call(publish, channel .. ':' .. head, 0)
 end
+redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)
 return deleted

@@ -1,18 +1,38 @@
 -- Deletes the reentrant lock whoever holds it, and wakes its waiters.
 --
--- @key    lock     the lock hash N
--- @key    channel  release channel of N
--- @arg    publish  string  publishing command: publish or spublish
+-- The outcome is kept under a latch key named after the request id, as in
+-- lock_release: a force release sent again after a lost reply replays it
+-- instead of deleting the lock of the next owner.
+--
+-- @key    lock      the lock hash N
+-- @key    channel   release channel of N
+-- @key    latch     unlock latch of N for this request id
+-- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
+-- @arg    publish   string  publishing command: publish or spublish
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
 
-local publish = ARGV[1]
+local lock = KEYS[1]
+local channel = KEYS[2]
+local latch = KEYS[3]
+local latch_ms = tonumber(ARGV[1])
+local publish = ARGV[2]
+
+if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
 end
 
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call(publish, KEYS[2], 0)
-  return true
+local replay = redis.call('get', latch)
+if replay then
+  return replay == '1'
 end
-return false
+
+local deleted = redis.call('del', lock) == 1
+if deleted then
+  redis.call(publish, channel, 0)
+end
+redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)
+return deleted

@@ -1670,3 +1670,55 @@ func TestFairLock_TryLock_timeoutLeavesQueue(t *testing.T) {
 		ftCheckClean(t, rdb, name, time.Second, c)
 	})
 }
+
+// TestFairAcquire_staleWaiterKeepsOrder: a newcomer that queues behind a
+// stale waiter (its deadline passed, not purged yet because it is not the
+// head) gets the deadline of its place in a live chain, not a single budget
+// from now; so the next handoff does not get it purged, and the waiter that
+// queued after it does not overtake it.
+func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := context.Background()
+		k := ftKeysOf(uniqueName(t))
+		const lease, wait = 30_000, 2_000
+		if r, err := ftAcquire(ctx, rdb, k, "holder", lease, wait); err != nil || r != nil {
+			t.Fatalf("holder = %v, %v", ftPtr(r), err)
+		}
+		for _, f := range []string{"head", "dead"} {
+			if r, err := ftAcquire(ctx, rdb, k, f, lease, wait); err != nil || r == nil {
+				t.Fatalf("%s queues = %v, %v", f, ftPtr(r), err)
+			}
+		}
+		// "dead" stopped asking long ago: its deadline has passed.
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "dead"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"j", "k"} {
+			if r, err := ftAcquire(ctx, rdb, k, f, lease, wait); err != nil || r == nil {
+				t.Fatalf("%s queues = %v, %v", f, ftPtr(r), err)
+			}
+		}
+		now := time.Now().UnixMilli()
+		if got := ftMustSnapshot(t, rdb, k).scores["j"]; got < now+lease+3*wait-500 {
+			t.Errorf("j's deadline is %+d ms from now, want about lease + 4 waits (%d)", got-now, lease+4*wait)
+		}
+		// The holder releases and the head takes the lock: every deadline
+		// drops by one wait. j must still be queued, ahead of k.
+		if r, err := ftRelease(ctx, rdb, k, "holder", lease); err != nil || r == nil || *r != 1 {
+			t.Fatalf("holder release = %v, %v", ftPtr(r), err)
+		}
+		if r, err := ftAcquire(ctx, rdb, k, "head", lease, wait); err != nil || r != nil {
+			t.Fatalf("head acquires = %v, %v", ftPtr(r), err)
+		}
+		if r, err := ftAcquire(ctx, rdb, k, "k", lease, wait); err != nil || r == nil {
+			t.Fatalf("k asks again = %v, %v", ftPtr(r), err)
+		}
+		s := ftMustSnapshot(t, rdb, k)
+		// "dead", the head now and stale, is purged; j is not.
+		if want := []string{"j", "k"}; !slices.Equal(s.queue, want) {
+			t.Errorf("queue %q, want %q (j keeps its place)", s.queue, want)
+		}
+		rdb.Del(ctx, k.lock, k.queue, k.timeouts)
+	})
+}

@@ -1761,3 +1761,44 @@ func testRedissonInterop(t *testing.T, rdb redis.UniversalClient) {
 	}
 	lkNoKeys(t, rdb, name)
 }
+
+// TestLock_Lock_fallbackTimerAfterHandoff: waiters share one fallback timer
+// per channel. When it wakes one waiter and that one takes the lock with a
+// fixed lease that then runs out (nothing is published), the other waiter
+// must still get its turn about one lease later, not hang until its context
+// ends (Redisson #5761).
+func TestLock_Lock_fallbackTimerAfterHandoff(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := t.Context()
+		c := lkNew(t, rdb, lualock.Options{MaxWaitTimer: 5 * time.Second})
+		name := uniqueName(t)
+		const lease = 300 * time.Millisecond
+		if err := c.NewLock(name).LockLease(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		got := make(chan time.Duration, 2)
+		for range 2 {
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+				defer cancel()
+				if err := c.NewLock(name).LockLease(wctx, lease); err != nil {
+					got <- -1
+					return
+				}
+				got <- time.Since(start)
+			}()
+		}
+		// Three leases run out one after another: about 0.3s, 0.6s.
+		for i := range 2 {
+			d := <-got
+			if d < 0 || d > time.Duration(i+1)*lease+time.Second {
+				t.Errorf("waiter %d acquired after %v, want about %v (a waiter went without a timer)", i, d, time.Duration(i+1)*lease)
+			}
+		}
+		if st := c.Stats(); st.Waiters != 0 {
+			t.Errorf("waiters left: %+v", st)
+		}
+	})
+}

@@ -19,8 +19,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,9 +75,19 @@ func (l scLock) releaseKeys(req string) generated.LockReleaseKeys {
 	return generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: l.latch(req)}
 }
 
+// forceKeys names a new force-release request (a fresh latch) each call.
 func (l scLock) forceKeys() generated.LockForceReleaseKeys {
-	return generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel}
+	return generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel, Latch: l.latch("force-" + strconv.FormatInt(scForceReqs.Add(1), 10))}
 }
+
+// fairForceKeys is forceKeys for the fair lock.
+func (l scLock) fairForceKeys() generated.FairForceReleaseKeys {
+	k := l.fairKeys()
+	return generated.FairForceReleaseKeys{Lock: k.Lock, Queue: k.Queue, Timeouts: k.Timeouts, Channel: k.Channel,
+		Latch: l.latch("force-" + strconv.FormatInt(scForceReqs.Add(1), 10))}
+}
+
+var scForceReqs atomic.Int64
 
 func (l scLock) fairKeys() generated.FairAcquireKeys {
 	return generated.FairAcquireKeys{Lock: l.name, Queue: l.queue, Timeouts: l.timeouts, Channel: l.channel}
@@ -113,8 +125,8 @@ func scFairRelease(rdb redis.Scripter, l scLock, field, req string) (*int64, err
 }
 
 func scFairForce(rdb redis.Scripter, l scLock) (bool, error) {
-	return generated.FairForceRelease(context.Background(), rdb, generated.FairForceReleaseKeys(l.fairKeys()),
-		generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "publish"})
+	return generated.FairForceRelease(context.Background(), rdb, l.fairForceKeys(),
+		generated.FairForceReleaseArgs{LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish"})
 }
 
 // scNil returns a check that a call returned a nil *int64 and no error:
@@ -829,20 +841,41 @@ func TestScriptLockForceRelease(t *testing.T) {
 		scZero(t, "acquire")(scAcquire(rdb, l, "c1:1", 1, scLease))
 		scZero(t, "re-enter")(scAcquire(rdb, l, "c1:1", 2, scLease))
 
-		_, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{Publish: "notify"})
+		_, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "notify"})
 		scScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish or spublish")
 		scWantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
-		ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{Publish: "publish"})
+		ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"})
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
 		scWantGone(t, rdb, l.name)
-		ok, err = generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{Publish: "publish"})
+		ok, err = generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"})
 		if err != nil || ok {
 			t.Fatalf("force release of nothing = %v, %v; want false", ok, err)
 		}
 		scWantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
+
+		// A resent force release (its reply was lost) replays its outcome:
+		// it does not delete the lock of the owner that came next.
+		keys := l.forceKeys()
+		if ok, err := generated.LockForceRelease(ctx, rdb, keys, generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"}); err != nil || ok {
+			t.Fatalf("force release of nothing = %v, %v; want false", ok, err)
+		}
+		scZero(t, "c2 acquires")(scAcquire(rdb, l, "c2:1", 1, scLease))
+		first := l.forceKeys()
+		if ok, err := generated.LockForceRelease(ctx, rdb, first, generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"}); err != nil || !ok {
+			t.Fatalf("force release = %v, %v; want true", ok, err)
+		}
+		scZero(t, "c3 acquires")(scAcquire(rdb, l, "c3:1", 1, scLease))
+		if ok, err := generated.LockForceRelease(ctx, rdb, first, generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"}); err != nil || !ok {
+			t.Fatalf("resent force release = %v, %v; want the first outcome, true", ok, err)
+		}
+		scWantHash(t, rdb, l.name, map[string]string{"c3:1": "1"})
+		_ = scMessages(t, rdb, ps, false, l.channel)
+		if ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"}); err != nil || !ok {
+			t.Fatalf("final force release = %v, %v; want true", ok, err)
+		}
 		scWantNoKeysLeft(t, rdb, l.name)
 	})
 }
@@ -1049,8 +1082,8 @@ func TestScriptFairSanity(t *testing.T) {
 		_, err = generated.FairRelease(context.Background(), rdb, bad.fairReleaseKeys("r"),
 			generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: ""})
 		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish or spublish")
-		_, err = generated.FairForceRelease(context.Background(), rdb, generated.FairForceReleaseKeys(bad.fairKeys()),
-			generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "PUBLISH"})
+		_, err = generated.FairForceRelease(context.Background(), rdb, bad.fairForceKeys(),
+			generated.FairForceReleaseArgs{LatchMS: scLatchMS, WaitMS: scWait, Publish: "PUBLISH"})
 		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish or spublish")
 		scWantNoKeysLeft(t, rdb, bad.name)
 		scWantGone(t, rdb, bad.latch("r"))
@@ -1156,7 +1189,7 @@ func TestScriptPipeline(t *testing.T) {
 					renew = generated.LockRenewCmd(ctx, pipe, generated.LockRenewKeys{Locks: []string{l.name}}, generated.LockRenewArgs{LeaseMS: scLease, Fields: []string{"c1:1"}})
 					rel1 = generated.LockReleaseCmd(ctx, pipe, l.releaseKeys("req-1"), generated.LockReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, Publish: "publish"})
 					rel2 = generated.LockReleaseCmd(ctx, pipe, l.releaseKeys("req-2"), generated.LockReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, Publish: "publish"})
-					force = generated.LockForceReleaseCmd(ctx, pipe, l.forceKeys(), generated.LockForceReleaseArgs{Publish: "publish"})
+					force = generated.LockForceReleaseCmd(ctx, pipe, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"})
 					return nil
 				})
 				// Exec reports the first failed command, and go-redis counts a
@@ -1196,7 +1229,7 @@ func TestScriptPipeline(t *testing.T) {
 					fa2 = generated.FairAcquireCmd(ctx, pipe, f.fairKeys(), generated.FairAcquireArgs{LeaseMS: scLease, Field: "c2:1", WaitMS: scWait, Holds: 1, Publish: "publish"})
 					fl2 = generated.FairLeaveCmd(ctx, pipe, generated.FairLeaveKeys(f.fairKeys()), generated.FairLeaveArgs{Field: "c2:1", WaitMS: scWait, Publish: "publish"})
 					fr1 = generated.FairReleaseCmd(ctx, pipe, f.fairReleaseKeys("req-1"), generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish"})
-					ff = generated.FairForceReleaseCmd(ctx, pipe, generated.FairForceReleaseKeys(f.fairKeys()), generated.FairForceReleaseArgs{WaitMS: scWait, Publish: "publish"})
+					ff = generated.FairForceReleaseCmd(ctx, pipe, f.fairForceKeys(), generated.FairForceReleaseArgs{LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish"})
 					return nil
 				})
 				if err != nil && !errors.Is(err, redis.Nil) {
@@ -1285,7 +1318,7 @@ func scCallAll(rdb redis.Scripter, name string) error {
 	if _, err := scRelease(rdb, l, "c1:1", "req-1", scLease, "publish"); err != nil {
 		return step("lock_release", err)
 	}
-	if _, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{Publish: "publish"}); err != nil {
+	if _, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"}); err != nil {
 		return step("lock_force_release", err)
 	}
 	if _, err := scFairAcquire(rdb, l, "c1:1", 1); err != nil {
