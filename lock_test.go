@@ -95,7 +95,7 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"MaxWaitTimer", lualock.Options{MaxWaitTimer: -time.Second}},
 		{"UnlockLatch", lualock.Options{UnlockLatch: -time.Second}},
 		{"UnlockLatch", lualock.Options{UnlockLatch: time.Microsecond}}, // latch_ms would be 0
-		{"FairWait", lualock.Options{FairWait: 100 * time.Millisecond}},  // under 2 x the 250ms floor
+		{"FairWait", lualock.Options{FairWait: 100 * time.Millisecond}}, // under 2 x the 250ms floor
 		{"RetryMin", lualock.Options{RetryMin: -time.Millisecond}},
 		{"RetryMax", lualock.Options{RetryMax: -time.Millisecond}},
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
