@@ -1,0 +1,305 @@
+// Command bench measures lualock side by side with the Go Redis lock
+// libraries people use today (github.com/bsm/redislock,
+// github.com/go-redsync/redsync/v4, github.com/redis/rueidis/rueidislock)
+// on the same Redis in the same run, and writes REPORT.md and results.json.
+//
+//	go run . [-addr host:port] [-quick] [-rounds N] [-out DIR]
+//
+// Without -addr it starts its own redis-server (no persistence, a free
+// loopback port, never 6379) and stops it by pid at the end. Libraries are
+// interleaved A B C D A B C D… within every workload, over -rounds rounds;
+// the report gives medians with min–max. An overlap detector runs in every
+// workload: any overlap fails the run with exit status 3. See README.md.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// config holds the sizes of every workload; quick mode shrinks them.
+type config struct {
+	addr   string
+	quick  bool
+	rounds int
+	out    string
+	only   map[string]bool // empty: all
+
+	uncDur        time.Duration // per uncontended run
+	uncGoroutines []int
+	uncMaxOps     int // per goroutine bound
+
+	contN      int
+	contDur    time.Duration
+	hold       time.Duration
+	pause      time.Duration
+	contMaxOps int // per goroutine bound
+
+	depths     []int
+	depthK     int // handoffs measured per depth
+	depthJoins int // extra waiters whose join cost is measured
+
+	waitGoroutines int
+	waitLocks      int
+	waitSettle     time.Duration
+	waitWindow     time.Duration
+
+	wdLocks   int
+	wdLease   time.Duration
+	wdPeriods int
+}
+
+func defaults(quick bool) config {
+	c := config{
+		rounds:        3,
+		uncDur:        2 * time.Second,
+		uncGoroutines: []int{1, 32},
+		uncMaxOps:     400_000,
+		contN:         8,
+		contDur:       3 * time.Second,
+		hold:          time.Millisecond,
+		pause:         time.Millisecond,
+		contMaxOps:    100_000,
+		depths:        []int{10, 100, 1000, 10000},
+		depthK:        10,
+		depthJoins:    3,
+		// 10 000 goroutines on 100 locks; the window covers a whole
+		// lualock fallback-timer period (MaxWaitTimer, 10s by default).
+		waitGoroutines: 10000,
+		waitLocks:      100,
+		waitSettle:     2 * time.Second,
+		waitWindow:     10500 * time.Millisecond,
+		wdLocks:        10000,
+		wdLease:        3 * time.Second,
+		wdPeriods:      3,
+	}
+	if quick {
+		c.rounds = 1
+		c.uncDur = 250 * time.Millisecond
+		c.contDur = 600 * time.Millisecond
+		c.depths = []int{10, 100, 1000}
+		c.depthK = 5
+		c.depthJoins = 2
+		c.waitGoroutines = 1000
+		c.waitLocks = 10
+		c.waitSettle = time.Second
+		c.waitWindow = 2 * time.Second
+		c.wdLocks = 1000
+		c.wdPeriods = 2
+	}
+	return c
+}
+
+// server is the redis-server this process started, stopped on every exit path.
+var (
+	serverMu sync.Mutex
+	server   *harness.Server
+)
+
+func stopServer() {
+	serverMu.Lock()
+	defer serverMu.Unlock()
+	if server != nil {
+		server.Stop()
+		server = nil
+	}
+}
+
+// fatalf stops our redis-server and exits with status 1.
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	stopServer()
+	os.Exit(1)
+}
+
+func main() {
+	addr := flag.String("addr", "", "use this Redis (host:port) instead of starting a redis-server")
+	quick := flag.Bool("quick", false, "smoke mode: every workload small (CI); results go to a temp dir by default")
+	rounds := flag.Int("rounds", 0, "rounds of every workload (default 3, quick 1)")
+	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog); default all")
+	out := flag.String("out", "", "directory for REPORT.md and results.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
+	flag.Parse()
+
+	cfg := defaults(*quick)
+	cfg.addr, cfg.quick, cfg.out = *addr, *quick, *out
+	cfg.only = map[string]bool{}
+	for _, w := range strings.Split(*only, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			if !knownWorkloads[w] {
+				fatalf("-only: unknown workload %q", w)
+			}
+			cfg.only[w] = true
+		}
+	}
+	if *rounds > 0 {
+		cfg.rounds = *rounds
+	}
+	if cfg.out == "" {
+		cfg.out = "."
+		if cfg.quick {
+			cfg.out = filepath.Join(os.TempDir(), "lualock-bench-quick")
+		}
+	}
+	if (cfg.quick || len(cfg.only) > 0) && isBenchDir(cfg.out) {
+		fatalf("-quick and -only must not overwrite the committed REPORT.md/results.json in %s: pass another -out", cfg.out)
+	}
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "bench: %v: stopping\n", s)
+		stopServer()
+		os.Exit(130)
+	}()
+
+	if cfg.addr == "" {
+		s, err := harness.Start(harness.Options{})
+		if err != nil {
+			fatalf("start redis-server: %v", err)
+		}
+		serverMu.Lock()
+		server = s
+		serverMu.Unlock()
+		cfg.addr = s.Addr()
+		logf("redis-server pid %d on %s", s.PID(), cfg.addr)
+	}
+	if h, _, err := splitHostPort(cfg.addr); err != nil || (h != "127.0.0.1" && h != "localhost" && h != "::1") {
+		fatalf("-addr %q: only loopback Redis is benchmarked", cfg.addr)
+	}
+	if strings.HasSuffix(cfg.addr, ":6379") && server == nil {
+		logf("warning: -addr uses port 6379; the bench writes keys prefixed lb: and changes slowlog settings temporarily")
+	}
+
+	e, err := newEnv(cfg)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	e.startedServer = server != nil
+	e.revision = lualockRevision()
+	start := time.Now()
+	e.load0 = e.sampleLoad()
+	e.run()
+	e.load1 = e.sampleLoad()
+	e.elapsed = time.Since(start)
+	e.admin.Close()
+	stopServer()
+
+	if err := e.write(); err != nil {
+		fatalf("write report: %v", err)
+	}
+	logf("done in %v; wrote %s and %s", e.elapsed.Round(time.Second),
+		filepath.Join(cfg.out, "REPORT.md"), filepath.Join(cfg.out, "results.json"))
+}
+
+// isBenchDir reports whether dir is this module's directory, where the
+// committed report lives.
+func isBenchDir(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+	return err == nil && strings.Contains(string(b), "module github.com/lualock/lualock/bench")
+}
+
+func splitHostPort(addr string) (string, string, error) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", "", fmt.Errorf("no port")
+	}
+	return strings.Trim(addr[:i], "[]"), addr[i+1:], nil
+}
+
+var logMu sync.Mutex
+
+func logf(format string, args ...any) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+// run executes every workload, rounds as the outer loop and libraries
+// interleaved inside each workload.
+func (e *env) run() {
+	for r := 1; r <= e.cfg.rounds; r++ {
+		e.round = r
+		logf("=== round %d/%d", r, e.cfg.rounds)
+		if e.runs("uncontended") {
+			for _, g := range e.cfg.uncGoroutines {
+				for _, v := range uncontendedVariants() {
+					stop := e.stallGuard(uncontendedWorkload(g), v.name, e.cfg.uncDur+2*time.Minute)
+					e.uncontended(v, g)
+					stop()
+				}
+			}
+		}
+		if e.runs("contended") {
+			for _, pause := range []time.Duration{0, e.cfg.pause} {
+				for _, v := range contendedVariants() {
+					stop := e.stallGuard(contendedWorkload(pause), v.name, e.cfg.contDur+2*time.Minute)
+					e.contended(v, pause)
+					stop()
+				}
+			}
+		}
+		if e.runs("fair") {
+			for _, d := range e.cfg.depths {
+				stop := e.stallGuard(fairDepthWorkload(d), libLualockFair, 8*time.Minute)
+				e.fairDepth(d)
+				stop()
+			}
+		}
+		if e.runs("waiting") {
+			for _, v := range waitingVariants() {
+				stop := e.stallGuard(waitingWorkload, v.name, e.cfg.waitSettle+e.cfg.waitWindow+4*time.Minute)
+				e.waiting(v)
+				stop()
+			}
+		}
+		if e.runs("watchdog") {
+			for _, v := range watchdogVariants() {
+				stop := e.stallGuard(watchdogWorkload, v.name, 5*time.Minute)
+				e.watchdog(v)
+				stop()
+			}
+		}
+	}
+}
+
+// stallGuard bounds one run in time: if it has not returned after limit,
+// the goroutines are dumped and the run fails (exit status 4), whatever a
+// library is waiting for.
+func (e *env) stallGuard(workload, library string, limit time.Duration) (stop func()) {
+	t := time.AfterFunc(limit, func() {
+		fmt.Fprintf(os.Stderr, "\nbench: %s / %s still running after %v: goroutines follow\n", workload, library, limit)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		stopServer()
+		os.Exit(4)
+	})
+	return func() { t.Stop() }
+}
+
+var knownWorkloads = map[string]bool{"uncontended": true, "contended": true, "fair": true, "waiting": true, "watchdog": true}
+
+func (e *env) runs(w string) bool { return len(e.cfg.only) == 0 || e.cfg.only[w] }
+
+// newAdmin returns the bench's own connection for INFO and friends.
+func newAdmin(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, ReadTimeout: 30 * time.Second})
+}

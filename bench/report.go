@@ -1,0 +1,682 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+)
+
+// result is one line of results.json.
+type result struct {
+	Library  string  `json:"library"`
+	Workload string  `json:"workload"`
+	Metric   string  `json:"metric"`
+	Median   float64 `json:"median"`
+	Min      float64 `json:"min"`
+	Max      float64 `json:"max"`
+}
+
+func (e *env) write() error {
+	var res []result
+	for _, k := range e.order {
+		a := e.get(k.workload, k.library, k.metric)
+		res = append(res, result{k.library, k.workload, k.metric, round6(a.Median), round6(a.Min), round6(a.Max)})
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.cfg.out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(e.cfg.out, "REPORT.md"), e.report(), 0o644)
+}
+
+func round6(v float64) float64 {
+	if v == 0 || math.IsNaN(v) {
+		return v
+	}
+	p := math.Pow(10, 6-math.Ceil(math.Log10(math.Abs(v))))
+	return math.Round(v*p) / p
+}
+
+// num formats a value with about three significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 10000:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case a >= 100 || a == math.Trunc(a):
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+// cell formats median (min–max); "–" when there is no value.
+func cell(a agg) string {
+	if !a.OK {
+		return "–"
+	}
+	if a.N == 1 || num(a.Min) == num(a.Max) {
+		return num(a.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", num(a.Median), num(a.Min), num(a.Max))
+}
+
+func ratio(a, b float64) string {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "–"
+	}
+	r := a / b
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f×", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1f×", r)
+	default:
+		return fmt.Sprintf("%.2f×", r)
+	}
+}
+
+type md struct{ bytes.Buffer }
+
+func (m *md) p(format string, args ...any) { fmt.Fprintf(&m.Buffer, format+"\n", args...) }
+
+func (m *md) table(header []string, rows [][]string) {
+	m.p("| %s |", strings.Join(header, " | "))
+	seps := make([]string, len(header))
+	for i := range seps {
+		if i == 0 {
+			seps[i] = "---"
+		} else {
+			seps[i] = "--:"
+		}
+	}
+	m.p("| %s |", strings.Join(seps, " | "))
+	for _, r := range rows {
+		m.p("| %s |", strings.Join(r, " | "))
+	}
+	m.p("")
+}
+
+// med returns a metric's median, NaN when absent.
+func (e *env) med(wl, lib, metric string) float64 {
+	a := e.get(wl, lib, metric)
+	if !a.OK {
+		return math.NaN()
+	}
+	return a.Median
+}
+
+// bestPeer returns the peer row with the best median of metric (higher or
+// lower is better) in the given rows.
+func (e *env) bestPeer(wl, metric string, rows []variant, higher bool) (string, float64) {
+	name, best := "", math.NaN()
+	for _, v := range rows {
+		if !v.peer {
+			continue
+		}
+		x := e.med(wl, v.name, metric)
+		if math.IsNaN(x) {
+			continue
+		}
+		if math.IsNaN(best) || (higher && x > best) || (!higher && x < best) {
+			name, best = v.name, x
+		}
+	}
+	return name, best
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown (" + runtime.GOARCH + ")"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown (" + runtime.GOARCH + ")"
+}
+
+// lualockRevision names the commit of the library under test, and says so
+// when its working tree had changes outside bench/. main calls it at start,
+// close to when go run compiled the library.
+func lualockRevision() string {
+	rev, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "revision unknown"
+	}
+	s := "commit " + strings.TrimSpace(string(rev))
+	st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--", ".", ":(exclude)bench").Output()
+	if err == nil && len(bytes.TrimSpace(st)) > 0 {
+		s += " plus uncommitted changes"
+	}
+	return s
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return runtime.GOOS
+	}
+	return runtime.GOOS + " " + strings.TrimSpace(string(b))
+}
+
+func depVersions() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	want := map[string]bool{
+		"github.com/bsm/redislock": true, "github.com/go-redsync/redsync/v4": true,
+		"github.com/redis/rueidis": true, "github.com/redis/go-redis/v9": true,
+	}
+	var parts []string
+	for _, d := range bi.Deps {
+		if want[d.Path] {
+			parts = append(parts, fmt.Sprintf("`%s` %s", d.Path, d.Version))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// verdict is one target check.
+type verdict struct {
+	target, result string
+	met            bool
+	known          bool
+}
+
+func (v verdict) status() string {
+	switch {
+	case !v.known:
+		return "**not measured**"
+	case v.met:
+		return "**met**"
+	default:
+		return "**MISSED**"
+	}
+}
+
+func (e *env) report() []byte {
+	var m md
+	cfg := e.cfg
+	mode := "full"
+	if cfg.quick {
+		mode = "quick (smoke test: reduced sizes, numbers are not the issue's workloads)"
+	}
+	args := strings.Join(os.Args[1:], " ")
+	m.p("# lualock vs the Go Redis lock libraries")
+	m.p("")
+	m.p("Generated by `bench/` (`make bench`) from the numbers measured in this run; do not edit by hand.")
+	m.p("")
+	m.p("## Machine and run")
+	m.p("")
+	m.p("- CPU: %s, %d cores (GOMAXPROCS %d); %s; the machine is shared, so runs are noisy", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), kernel())
+	m.p("- Redis: %s on loopback (%s), no persistence", e.redisVersion, map[bool]string{true: "started by the bench", false: "given with -addr"}[e.startedServer])
+	m.p("- Go: %s; libraries: lualock from this repository (%s), %s", runtime.Version(), e.revision, depVersions())
+	m.p("- Command: `cd bench && go run .%s` (mode: %s)", strings.TrimRight(" "+args, " "), mode)
+	m.p("- Rounds: %d; every workload runs each library in turn (A B C D A B C D…), rounds outermost; cells are **median (min–max) over rounds**", cfg.rounds)
+	m.p("- Total time: %v; finished %s", e.elapsed.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if other, steal, ok := otherLoad(e.load0, e.load1); ok {
+		m.p("- Other load during the run: processes other than the bench and its Redis used %.0f%% of one core on average; hypervisor steal %.1f%% of one core (from /proc/stat)", 100*other, 100*steal)
+	}
+	m.p("- Every library gets its own client per run with its defaults: go-redis `redis.NewClient(&redis.Options{Addr})` (pool of 10 × GOMAXPROCS connections) for lualock, redislock and redsync; `rueidis.ClientOption{InitAddress}` for rueidislock")
+	m.p("- Overlap detector in every workload (CAS \"inside\" flag per lock + a counter incremented non-atomically across the hold): no overlap was seen, or this report would not exist (the run exits with status 3)")
+	m.p("")
+
+	verdicts := e.targets()
+	m.p("## Targets (issue 5)")
+	m.p("")
+	var rows [][]string
+	for _, v := range verdicts {
+		rows = append(rows, []string{v.target, v.status(), v.result})
+	}
+	m.table([]string{"target", "status", "measured (medians)"}, rows)
+	wl := contendedWorkload(0)
+	var peers []string
+	for _, v := range []string{libRedislock, libRedsync} {
+		peers = append(peers, fmt.Sprintf("%s %s ms (wait p99 %s ms)", v, num(e.med(wl, v, "handoff_p99_ms")), num(e.med(wl, v, "wait_p99_ms"))))
+	}
+	why := ""
+	if e.med(wl, libRedislock, "reacq_share_pct") >= 50 && e.med(wl, libRedsync, "reacq_share_pct") >= 50 {
+		why = " Their handoffs are rare and short because the releasing goroutine usually takes the lock back first (section 2); their waiters' cost is in wait p99."
+	}
+	m.p("The issue expects a handoff p99 of 10–370 ms for the polling peers with their documented settings; measured without a pause: %s.%s", strings.Join(peers, ", "), why)
+	m.p("")
+
+	e.reportUncontended(&m)
+	e.reportContended(&m)
+	e.reportFairDepth(&m)
+	e.reportWaiting(&m)
+	e.reportWatchdog(&m)
+
+	m.p("## Notes gathered during the run")
+	m.p("")
+	var keys []string
+	for k := range e.notes {
+		if !strings.HasSuffix(k, "/cmds") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		m.p("None.")
+	}
+	for _, k := range keys {
+		for _, n := range e.notes[k] {
+			m.p("- %s: %s", k, n)
+		}
+	}
+	m.p("")
+	return m.Bytes()
+}
+
+func (e *env) cmdDetails(m *md, wl, title string) {
+	l := e.notes[wl+"/cmds"]
+	if len(l) == 0 {
+		return
+	}
+	m.p("<details><summary>%s (last round)</summary>", title)
+	m.p("")
+	for _, n := range lastPerLibrary(l) {
+		m.p("- %s", n)
+	}
+	m.p("")
+	m.p("</details>")
+	m.p("")
+}
+
+// lastPerLibrary keeps the last note of each library (notes are "lib: ...").
+func lastPerLibrary(l []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, n := range l {
+		lib, _, _ := strings.Cut(n, ": ")
+		if _, ok := last[lib]; !ok {
+			order = append(order, lib)
+		}
+		last[lib] = n
+	}
+	out := make([]string, len(order))
+	for i, lib := range order {
+		out[i] = last[lib]
+	}
+	return out
+}
+
+// ---- targets ----
+
+func (e *env) targets() []verdict {
+	var out []verdict
+	// 1. Uncontended.
+	for _, g := range e.cfg.uncGoroutines {
+		wl := uncontendedWorkload(g)
+		lu := e.med(wl, libLualock, "ops_per_s")
+		ping := e.med(wl, libPing, "ops_per_s")
+		peer, best := e.bestPeer(wl, "ops_per_s", uncontendedVariants(), true)
+		r := lu / ping
+		out = append(out, verdict{
+			target: fmt.Sprintf("uncontended lock+unlock, %d goroutine(s): ≥ 0.45 × PING/s", g),
+			result: fmt.Sprintf("lualock %s ops/s = %.2f × PING/s (%s)", num(lu), r, num(ping)),
+			met:    r >= 0.45, known: !math.IsNaN(r),
+		})
+		out = append(out, verdict{
+			target: fmt.Sprintf("uncontended, %d goroutine(s): at least as fast as the fastest peer", g),
+			result: fmt.Sprintf("lualock %s ops/s vs %s %s ops/s (%s)", num(lu), peer, num(best), ratio(lu, best)),
+			met:    lu >= best, known: !math.IsNaN(lu) && !math.IsNaN(best),
+		})
+	}
+	// 2. Contended handoff p99.
+	for _, pause := range []time.Duration{0, e.cfg.pause} {
+		wl := contendedWorkload(pause)
+		var peers []string
+		for _, v := range contendedVariants() {
+			if v.peer && !strings.Contains(v.name, "tuned") {
+				peers = append(peers, fmt.Sprintf("%s %s ms (%s handoffs)", strings.Fields(v.name)[0], num(e.med(wl, v.name, "handoff_p99_ms")), num(e.med(wl, v.name, "handoffs"))))
+			}
+		}
+		for _, lib := range []string{libLualock, libLualockFair} {
+			h := e.med(wl, lib, "handoff_p99_ms")
+			out = append(out, verdict{
+				target: fmt.Sprintf("%s: handoff p99 ≤ 1 ms (%s)", wl, lib),
+				result: fmt.Sprintf("%s ms (%s handoffs); documented-setting peers: %s", num(h), num(e.med(wl, lib, "handoffs")), strings.Join(peers, ", ")),
+				met:    h <= 1, known: !math.IsNaN(h),
+			})
+		}
+		// Fair lock wait bound.
+		n := float64(e.cfg.contN)
+		hold := e.med(wl, libLualockFair, "hold_ms")
+		hand := e.med(wl, libLualockFair, "handoff_p50_ms")
+		wait := e.med(wl, libLualockFair, "wait_p99_ms")
+		bound := 1.3 * (n - 1) * (hold + hand)
+		out = append(out, verdict{
+			target: fmt.Sprintf("%s: fair lock wait p99 ≤ 1.3 × (N−1) × (hold + handoff)", wl),
+			result: fmt.Sprintf("wait p99 %.2f ms vs bound 1.3 × %d × (%.3f + %.3f) = %.2f ms (hold and handoff: the fair lock's own medians)",
+				wait, e.cfg.contN-1, hold, hand, bound),
+			met: wait <= bound, known: !math.IsNaN(bound) && !math.IsNaN(wait),
+		})
+	}
+	// 3. Waiting at scale.
+	wl := waitingWorkload
+	size := fmt.Sprintf("%d waiters on %d locks", e.cfg.waitGoroutines, e.cfg.waitLocks)
+	psc := e.med(wl, libLualock, "client_pubsub_conns")
+	ch := e.med(wl, libLualock, "pubsub_channels")
+	out = append(out, verdict{
+		target: "waiting at scale: 1 pub/sub connection and ≤ 100 subscriptions (lualock)",
+		result: fmt.Sprintf("%s: %s pub/sub connection(s), %s channels subscribed", size, num(psc), num(ch)),
+		met:    psc == 1 && ch <= 100, known: !math.IsNaN(psc) && !math.IsNaN(ch),
+	})
+	cps := e.med(wl, libLualock, "redis_cmds_per_s")
+	limit := float64(e.cfg.waitGoroutines) / 100
+	peer, best := e.bestPeer(wl, "redis_cmds_per_s", waitingVariants(), false)
+	out = append(out, verdict{
+		target: fmt.Sprintf("waiting at scale: near-zero Redis commands/s while nobody releases (taken as < 1 per 100 waiters per second, < %s/s here)", num(limit)),
+		result: fmt.Sprintf("lualock %s cmds/s; lowest peer %s %s cmds/s", num(cps), peer, num(best)),
+		met:    cps < limit, known: !math.IsNaN(cps),
+	})
+	fch := e.med(wl, libLualockFair, "pubsub_channels")
+	fcps := e.med(wl, libLualockFair, "redis_cmds_per_s")
+	out = append(out, verdict{
+		target: "waiting at scale, fair lock (same targets, for information)",
+		result: fmt.Sprintf("lualock (fair): %s channels subscribed (one per waiter), %s cmds/s", num(fch), num(fcps)),
+		met:    fch <= 100 && fcps < limit, known: !math.IsNaN(fch) && !math.IsNaN(fcps),
+	})
+	// 4. Watchdog.
+	wd := e.med(watchdogWorkload, libLualock, "requests_per_100_locks_per_period")
+	out = append(out, verdict{
+		target: "watchdog: ≤ 1 Redis call per 100 held locks per renewal period",
+		result: fmt.Sprintf("lualock %s calls per 100 locks per period (%s calls per period for %d locks)", num(wd), num(e.med(watchdogWorkload, libLualock, "client_requests_per_period")), e.cfg.wdLocks),
+		met:    wd <= 1, known: !math.IsNaN(wd),
+	})
+	return out
+}
+
+// ---- workload sections ----
+
+func (e *env) reportUncontended(m *md) {
+	m.p("## 1. Uncontended lock + unlock")
+	m.p("")
+	m.p("Each goroutine locks and unlocks its own key in a loop for %v per run (PING: one `PING` per op). `Redis cmds/op` is the INFO commandstats delta per op and counts the commands run inside scripts; `requests/op` is what the client sent (a script call is one request). allocs/op is the process-wide `runtime.MemStats.Mallocs` delta per op. CPU: Redis's `used_cpu_user + used_cpu_sys` and this process's getrusage, per op. *keys left/op*: keys named after the run's locks still in Redis right after the run (SCAN), per op: what outlives the lock.", e.cfg.uncDur)
+	m.p("")
+	for _, g := range e.cfg.uncGoroutines {
+		wl := uncontendedWorkload(g)
+		vs := uncontendedVariants()
+		ping := e.med(wl, libPing, "ops_per_s")
+		peer, best := e.bestPeer(wl, "ops_per_s", vs, true)
+		m.p("### %d goroutine(s)", g)
+		m.p("")
+		var rows [][]string
+		for _, v := range vs {
+			x := e.med(wl, v.name, "ops_per_s")
+			rows = append(rows, []string{v.name, cell(e.get(wl, v.name, "ops_per_s")), ratio(x, best), ratio(x, ping),
+				cell(e.get(wl, v.name, "latency_p50_us")), cell(e.get(wl, v.name, "latency_p99_us")),
+				cell(e.get(wl, v.name, "allocs_per_op")), cell(e.get(wl, v.name, "redis_cmds_per_op")),
+				cell(e.get(wl, v.name, "client_requests_per_op")), cell(e.get(wl, v.name, "redis_cpu_us_per_op")),
+				cell(e.get(wl, v.name, "client_cpu_us_per_op")), cell(e.get(wl, v.name, "keys_left_per_op"))})
+		}
+		m.table([]string{"library", "ops/s", "× best peer", "× PING/s", "p50 µs", "p99 µs", "allocs/op", "Redis cmds/op", "requests/op", "Redis CPU µs/op", "client CPU µs/op", "keys left/op"}, rows)
+		lu := e.med(wl, libLualock, "ops_per_s")
+		fair := e.med(wl, libLualockFair, "ops_per_s")
+		m.p("%s", e.uncontendedText(wl, g, lu, fair, ping, peer, best))
+		m.p("")
+		e.cmdDetails(m, wl, "Redis commands per op by command, scripts' inner commands included")
+	}
+}
+
+func (e *env) uncontendedText(wl string, g int, lu, fair, ping float64, peer string, best float64) string {
+	var s []string
+	s = append(s, fmt.Sprintf("With %d goroutine(s) lualock does %s lock+unlock pairs per second, %.2f × the go-redis PING rate (%s/s).", g, num(lu), lu/ping, num(ping)))
+	s = append(s, "A pair is two round trips, so a library that sends one request at a time cannot pass 0.5 × PING/s.")
+	if lu >= best {
+		s = append(s, fmt.Sprintf("It is the fastest library in this table, %s the best peer (%s).", ratio(lu, best), peer))
+	} else {
+		s = append(s, fmt.Sprintf("The fastest peer, %s, does %s ops/s: lualock reaches %s of it.", peer, num(best), ratio(lu, best)))
+	}
+	cpu := func(lib string) float64 {
+		return e.med(wl, lib, "redis_cpu_us_per_op") + e.med(wl, lib, "client_cpu_us_per_op")
+	}
+	rl := libRedislockDoc
+	s = append(s, fmt.Sprintf("Per op lualock costs %s µs of Redis CPU (scripts: %s µs of execution) and %s µs of client CPU, against %s, %s and %s µs for redislock, which also runs one script per call; lualock's release additionally writes an unlock latch key (SET … PX, Options.UnlockLatch, 10 s by default) so that a repeated Unlock replays its outcome, which leaves %s key(s) per op alive in Redis until they expire, and PUBLISHes to the lock's channel on every release.",
+		num(e.med(wl, libLualock, "redis_cpu_us_per_op")), num(e.med(wl, libLualock, "script_exec_us_per_op")), num(e.med(wl, libLualock, "client_cpu_us_per_op")),
+		num(e.med(wl, rl, "redis_cpu_us_per_op")), num(e.med(wl, rl, "script_exec_us_per_op")), num(e.med(wl, rl, "client_cpu_us_per_op")),
+		num(e.med(wl, libLualock, "keys_left_per_op"))))
+	if g > 1 && runtime.NumCPU() <= 4 {
+		s = append(s, fmt.Sprintf("On this %d-core machine the bench and Redis share the CPU; with %d goroutines it is busy, so ops/s follows the total CPU per op (client + Redis): lualock %s µs, redislock %s µs, rueidislock tuned %s µs.",
+			runtime.NumCPU(), g, num(cpu(libLualock)), num(cpu(rl)), num(cpu(libRueidisT))))
+	}
+	s = append(s, fmt.Sprintf("The fair lock does %s ops/s (%s the reentrant lock): its scripts also read the queue and the timeout set.", num(fair), ratio(fair, lu)))
+	s = append(s, fmt.Sprintf("rueidislock writes KeyMajority × 2 − 1 keys per lock (3 by default: %s requests/op; 1 tuned) and pipelines concurrent requests over one connection, so it gains the most from concurrency.", num(e.med(wl, libRueidis, "client_requests_per_op"))))
+	return strings.Join(s, " ")
+}
+
+func (e *env) reportContended(m *md) {
+	for i, pause := range []time.Duration{0, e.cfg.pause} {
+		wl := contendedWorkload(pause)
+		vs := contendedVariants()
+		if i == 0 {
+			m.p("## 2. Contended handoff (%d goroutines, one key, hold %v, no pause)", e.cfg.contN, e.cfg.hold)
+		} else {
+			m.p("## 3. Contended handoff with a %v pause after each unlock", pause)
+		}
+		m.p("")
+		m.p("Each goroutine loops lock → hold %v (time.Sleep) → unlock%s for %v per run. *wait*: Lock call to return (waits still pending at the end of the run count with their age so far). *handoff*: the previous holder's release (just before it calls Unlock) to another goroutine's Lock returning. *re-acq*: share of acquisitions by the goroutine that held the lock last. Polling libraries use their documented retry setting and a tuned one, labelled.",
+			e.cfg.hold, map[bool]string{true: fmt.Sprintf(" → sleep %v", pause), false: ""}[pause > 0], e.cfg.contDur)
+		m.p("")
+		ideal := e.med(wl, libMutex, "acq_per_s")
+		_, bestH := e.bestPeer(wl, "handoff_p99_ms", vs, false)
+		_, bestA := e.bestPeer(wl, "acq_per_s", vs, true)
+		var rows [][]string
+		for _, v := range vs {
+			x := e.med(wl, v.name, "acq_per_s")
+			h := e.med(wl, v.name, "handoff_p99_ms")
+			rows = append(rows, []string{v.name, cell(e.get(wl, v.name, "acq_per_s")), ratio(x, bestA), ratio(x, ideal),
+				cell(e.get(wl, v.name, "wait_p50_ms")), cell(e.get(wl, v.name, "wait_p99_ms")),
+				cell(e.get(wl, v.name, "handoff_p50_ms")), cell(e.get(wl, v.name, "handoff_p99_ms")), ratio(h, bestH),
+				cell(e.get(wl, v.name, "handoffs")),
+				cell(e.get(wl, v.name, "reacq_share_pct")) + "%",
+				cell(e.get(wl, v.name, "acq_per_goroutine_min")) + " / " + cell(e.get(wl, v.name, "acq_per_goroutine_max")),
+				cell(e.get(wl, v.name, "redis_cmds_per_acq")), cell(e.get(wl, v.name, "client_requests_per_acq")),
+				cell(e.get(wl, v.name, "redis_cpu_us_per_acq")), cell(e.get(wl, v.name, "unfinished_waits"))})
+		}
+		m.table([]string{"library", "acq/s", "× best peer", "× sync.Mutex", "wait p50 ms", "wait p99 ms", "handoff p50 ms", "handoff p99 ms", "handoff p99 × best peer", "handoffs", "re-acq", "acq/goroutine min / max", "Redis cmds/acq", "requests/acq", "Redis CPU µs/acq", "unfinished waits"}, rows)
+		m.p("%s", e.contendedText(wl, pause))
+		m.p("")
+		e.cmdDetails(m, wl, "Redis commands per acquisition by command")
+	}
+}
+
+func (e *env) contendedText(wl string, pause time.Duration) string {
+	var s []string
+	lu, fa := libLualock, libLualockFair
+	f := func(lib, metric string) string { return num(e.med(wl, lib, metric)) }
+	s = append(s, fmt.Sprintf("lualock hands the lock to another goroutine in %s ms at the median and %s ms at p99 (%s handoffs); the fair lock in %s / %s ms (%s handoffs).",
+		f(lu, "handoff_p50_ms"), f(lu, "handoff_p99_ms"), f(lu, "handoffs"), f(fa, "handoff_p50_ms"), f(fa, "handoff_p99_ms"), f(fa, "handoffs")))
+	var doc []string
+	barging := true
+	for _, v := range []string{libRedislock, libRedsync, libRueidis} {
+		doc = append(doc, fmt.Sprintf("%s %s ms over %s handoffs, re-acq %s%%, wait p99 %s ms", strings.Fields(v)[0], f(v, "handoff_p99_ms"), f(v, "handoffs"), f(v, "reacq_share_pct"), f(v, "wait_p99_ms")))
+		if v != libRueidis && e.med(wl, v, "reacq_share_pct") < 50 {
+			barging = false
+		}
+	}
+	s = append(s, "Documented settings: "+strings.Join(doc, "; ")+".")
+	if barging {
+		s = append(s, "A handoff is only counted when the lock goes to a goroutine other than its last holder. The polling libraries mostly give the lock back to the goroutine that just released it, so their few handoffs are polls that happened to land while the lock was free: their handoff percentiles stay short, and what polling costs shows in wait p99, in re-acq and in the min / max acquisitions per goroutine.")
+	}
+	if r := e.med(wl, lu, "reacq_share_pct"); r >= 50 {
+		s = append(s, fmt.Sprintf("lualock's reentrant lock is not fair either: its last holder takes the lock back in %s%% of acquisitions, because it asks again before the woken waiter's attempt arrives (as with Redisson's RLock); its wait p99 is %s ms.", num(r), f(lu, "wait_p99_ms")))
+	} else {
+		s = append(s, fmt.Sprintf("lualock's reentrant lock gives the lock back to its last holder in %s%% of acquisitions; its wait p99 is %s ms.", num(r), f(lu, "wait_p99_ms")))
+	}
+	s = append(s, fmt.Sprintf("The fair lock serves the waiters in order: re-acq %s%%, %s to %s acquisitions per goroutine, wait p99 %s ms, at %s of the reentrant lock's throughput.",
+		f(fa, "reacq_share_pct"), f(fa, "acq_per_goroutine_min"), f(fa, "acq_per_goroutine_max"), f(fa, "wait_p99_ms"), ratio(e.med(wl, fa, "acq_per_s"), e.med(wl, lu, "acq_per_s"))))
+	if pause > 0 {
+		s = append(s, "With the pause the lock stays free while its last holder sleeps, so waiters that hear of the release in time get it: by a pub/sub message (lualock), a client-side-caching invalidation (rueidislock) or their next poll (redislock, redsync).")
+	}
+	s = append(s, fmt.Sprintf("Polling every millisecond (tuned rows) brings the peers' waits down but costs Redis commands for every poll: Redis cmds per acquisition are %s for lualock, %s for redislock tuned and %s for redsync tuned.",
+		f(lu, "redis_cmds_per_acq"), f(libRedislockT, "redis_cmds_per_acq"), f(libRedsyncT, "redis_cmds_per_acq")))
+	s = append(s, fmt.Sprintf("sync.Mutex, the in-process ideal, does %s acquisitions/s with a %s ms hold: the gap to it is the price of going through Redis.", f(libMutex, "acq_per_s"), f(libMutex, "hold_ms")))
+	return strings.Join(s, " ")
+}
+
+func (e *env) reportFairDepth(m *md) {
+	m.p("## 4. Fair lock: Redis server CPU versus queue depth")
+	m.p("")
+	m.p("Real lualock fair waiters (goroutines blocked in Lock) queue behind a holder; the holder releases and the lock is handed down the queue %d times (each new holder releases at once). During that window SLOWLOG logs every command (threshold 0) and each EVALSHA is classified by script SHA1 and owner field: *acquire* is the call that took the lock, *release* the call that released it. *join* and *re-ask* are the first two calls of a waiter that joins the back of the queue afterwards (its first attempt, then the one after subscribing). The EVALSHA column is the INFO commandstats usec delta of the window divided by the handoffs (acquire + release + anything else that ran). Times are Redis's own execution time of the script, network excluded.", e.cfg.depthK)
+	m.p("")
+	var rows [][]string
+	for _, d := range e.cfg.depths {
+		wl := fairDepthWorkload(d)
+		rows = append(rows, []string{num(float64(d)), cell(e.get(wl, libLualockFair, "queued")),
+			cell(e.get(wl, libLualockFair, "acquire_server_us")), cell(e.get(wl, libLualockFair, "release_server_us")),
+			cell(e.get(wl, libLualockFair, "join_server_us")), cell(e.get(wl, libLualockFair, "reask_server_us")),
+			cell(e.get(wl, libLualockFair, "evalsha_usec_per_handoff")), cell(e.get(wl, libLualockFair, "redis_cpu_us_per_handoff")),
+			cell(e.get(wl, libLualockFair, "other_evalsha_in_window")), cell(e.get(wl, libLualockFair, "setup_s"))})
+	}
+	m.p("**%s**", libLualockFair)
+	m.p("")
+	m.table([]string{"waiters", "queued at start", "acquire µs", "release µs", "join µs", "re-ask µs", "EVALSHA µs per handoff (commandstats)", "Redis CPU µs per handoff", "other calls in window", "queue setup s"}, rows)
+	m.p("| peer | fair lock |")
+	m.p("| --- | --- |")
+	for _, p := range []string{"redislock", "redsync", "rueidislock"} {
+		m.p("| %s | n/a — no fair lock |", p)
+	}
+	m.p("")
+	var s []string
+	first, last := fairDepthWorkload(e.cfg.depths[0]), fairDepthWorkload(e.cfg.depths[len(e.cfg.depths)-1])
+	a0, a1 := e.med(first, libLualockFair, "acquire_server_us"), e.med(last, libLualockFair, "acquire_server_us")
+	r0, r1 := e.med(first, libLualockFair, "release_server_us"), e.med(last, libLualockFair, "release_server_us")
+	j1 := e.med(last, libLualockFair, "join_server_us")
+	s = append(s, fmt.Sprintf("From %d to %d queued waiters the acquisition grows from %s µs to %s µs of Redis time (%s) and the release from %s µs to %s µs (%s).",
+		e.cfg.depths[0], e.cfg.depths[len(e.cfg.depths)-1], num(a0), num(a1), ratio(a1, a0), num(r0), num(r1), ratio(r1, r0)))
+	s = append(s, "The acquisition is linear in the queue: like Redisson's RedissonFairLock, the script that hands the lock to the head rewrites the deadline of every waiter still queued (ZRANGE of the timeout set, then one ZINCRBY per waiter).")
+	s = append(s, fmt.Sprintf("Joining the back of the queue and re-asking scan the list once (LPOS), a much cheaper linear cost: %s µs per call at the largest depth. Every queued waiter re-asks at least once per FairWait/2 (2m30s with the default Options.FairWait of 5 min) to renew its deadline, so a deep queue also costs Redis time while nobody releases.", num(j1)))
+	others := 0.0
+	for _, d := range e.cfg.depths {
+		if x := e.med(fairDepthWorkload(d), libLualockFair, "other_evalsha_in_window"); x > 0 {
+			others += x
+		}
+	}
+	if others > 0 {
+		s = append(s, "*Other calls* are EVALSHAs in the window that were neither the acquisition nor the release of a handoff: attempts of queued waiters that did not get the lock (timer retries, or a wake-up that came before its turn); they are in the commandstats column but not in the acquire and release columns.")
+	}
+	s = append(s, "Redis runs scripts on its single thread: while one runs, every other client waits, so the acquire column is also the latency it adds to everything else on that Redis.")
+	m.p("%s", strings.Join(s, " "))
+	m.p("")
+}
+
+func (e *env) reportWaiting(m *md) {
+	wl := waitingWorkload
+	vs := waitingVariants()
+	m.p("## 5. Waiting at scale (%d goroutines waiting on %d held locks)", e.cfg.waitGoroutines, e.cfg.waitLocks)
+	m.p("")
+	m.p("One holder per lock keeps it for the whole run (lualock and rueidislock renew it; redislock and redsync get a 5-minute TTL). %d goroutines then wait in Lock, %d per lock, with each library's documented settings. After %v of settling, a %v window measures what waiting costs while nobody releases. Connections: CLIENT LIST count minus the count before the library's client existed. Channels: PUBSUB CHANNELS delta. Memory: HeapInuse and StackInuse deltas after GC, from before the client was made to the end of the window.",
+		e.cfg.waitGoroutines, e.cfg.waitGoroutines/e.cfg.waitLocks, e.cfg.waitSettle, e.cfg.waitWindow)
+	m.p("")
+	_, best := e.bestPeer(wl, "redis_cmds_per_s", vs, false)
+	var rows [][]string
+	for _, v := range vs {
+		x := e.med(wl, v.name, "redis_cmds_per_s")
+		rows = append(rows, []string{v.name, cell(e.get(wl, v.name, "connections")), cell(e.get(wl, v.name, "pubsub_channels")),
+			cell(e.get(wl, v.name, "redis_cmds_per_s")), ratio(x, best), cell(e.get(wl, v.name, "client_requests_per_s")),
+			cell(e.get(wl, v.name, "redis_cpu_pct")) + "%", cell(e.get(wl, v.name, "client_cpu_pct")) + "%",
+			cell(e.get(wl, v.name, "heap_inuse_mb")), cell(e.get(wl, v.name, "stack_inuse_mb")),
+			cell(e.get(wl, v.name, "goroutines")), cell(e.get(wl, v.name, "lock_errors"))})
+	}
+	m.table([]string{"library", "connections", "pub/sub channels", "Redis cmds/s", "× best peer", "requests/s", "Redis CPU", "client CPU", "heap MB", "stacks MB", "goroutines", "Lock errors"}, rows)
+	var s []string
+	s = append(s, fmt.Sprintf("lualock's waiters share %s pub/sub connection (its Stats) and one channel per lock (%s channels); the rest of its %s connections is the go-redis pool, opened by the waiters' first attempts. While nobody releases Redis sees %s commands/s (%s requests/s): the watchdog renewing the %d held locks and one fallback-timer retry per lock per MaxWaitTimer (10 s), not per waiter.",
+		num(e.med(wl, libLualock, "client_pubsub_conns")), num(e.med(wl, libLualock, "pubsub_channels")), num(e.med(wl, libLualock, "connections")),
+		num(e.med(wl, libLualock, "redis_cmds_per_s")), num(e.med(wl, libLualock, "client_requests_per_s")), e.cfg.waitLocks))
+	s = append(s, fmt.Sprintf("The fair lock wakes waiters one by one on their own channels, so it subscribes one channel per waiter (%s), and each waiter re-asks at least once per FairWait/2 to keep its place in the queue: %s commands/s (%s requests/s) in this window.",
+		num(e.med(wl, libLualockFair, "pubsub_channels")), num(e.med(wl, libLualockFair, "redis_cmds_per_s")), num(e.med(wl, libLualockFair, "client_requests_per_s"))))
+	if fairPeriod := lualockDefaultFairWait / 2; e.cfg.waitWindow < fairPeriod {
+		s = append(s, fmt.Sprintf("That period (%v with the default FairWait) is longer than the window (%v), so these re-asks may fall outside it; in steady state they cost up to one request per waiter per period, %s requests/s for %d waiters, each scanning its queue with LPOS.",
+			fairPeriod, e.cfg.waitWindow, num(float64(e.cfg.waitGoroutines)/fairPeriod.Seconds()), e.cfg.waitGoroutines))
+	}
+	s = append(s, fmt.Sprintf("redislock and redsync poll: %s and %s commands/s, bounded by how fast Redis and their connection pools can serve %d pollers (the Lock errors column counts pool timeouts and the like; redsync also gives up after 32 tries and is called again).",
+		num(e.med(wl, libRedislock, "redis_cmds_per_s")), num(e.med(wl, libRedsync, "redis_cmds_per_s")), e.cfg.waitGoroutines))
+	s = append(s, fmt.Sprintf("rueidislock waits on client-side-caching invalidations over its single connection (no pub/sub channels) and costs %s commands/s here: every change of a held key (its renewals included, see workload 6) invalidates it and wakes a waiter of that lock, which tries again.",
+		num(e.med(wl, libRueidis, "redis_cmds_per_s"))))
+	if e.cfg.waitWindow < 10*time.Second {
+		s = append(s, fmt.Sprintf("The window (%v) is shorter than lualock's 10 s fallback timer, so its timer retries may fall outside it: run the full mode for that number.", e.cfg.waitWindow))
+	}
+	m.p("%s", strings.Join(s, " "))
+	m.p("")
+	e.cmdDetails(m, wl, "Redis commands per second by command")
+}
+
+func (e *env) reportWatchdog(m *md) {
+	wl := watchdogWorkload
+	vs := watchdogVariants()
+	m.p("## 6. Watchdog at scale (%d held locks, lease %v)", e.cfg.wdLocks, e.cfg.wdLease)
+	m.p("")
+	m.p("%d locks are taken and held; the window covers %d renewal periods and starts half a period after a renewal round. lualock: `Options.WatchdogLease = %v`, renewed every lease/3 in batches of 500 locks per script call, all batches in one pipeline. rueidislock: `KeyValidity = %v`, each key renewed by its own goroutine every ExtendInterval (KeyValidity/2); it writes KeyMajority × 2 − 1 keys per lock (3 by default, 1 tuned). redislock and redsync have no auto-renewal: the *emulated* rows refresh every lock with one `Refresh` / `Extend` call every lease/3, from 16 goroutines, which is what an application would have to write. Calls are requests sent by the client; Redis cmds include the commands run inside scripts. Client CPU is the process's getrusage delta.",
+		e.cfg.wdLocks, e.cfg.wdPeriods, e.cfg.wdLease, e.cfg.wdLease)
+	m.p("")
+	_, best := e.bestPeer(wl, "requests_per_100_locks_per_period", vs, false)
+	var rows [][]string
+	for _, v := range vs {
+		x := e.med(wl, v.name, "requests_per_100_locks_per_period")
+		rows = append(rows, []string{v.name, cell(e.get(wl, v.name, "period_s")) + " s", cell(e.get(wl, v.name, "client_requests_per_period")),
+			cell(e.get(wl, v.name, "requests_per_100_locks_per_period")), ratio(x, best), cell(e.get(wl, v.name, "redis_cmds_per_period")),
+			cell(e.get(wl, v.name, "client_cpu_ms_per_period")), cell(e.get(wl, v.name, "redis_cpu_ms_per_period")),
+			cell(e.get(wl, v.name, "locks_lost"))})
+	}
+	m.table([]string{"library", "renewal period", "calls/period", "calls per 100 locks per period", "× best peer", "Redis cmds/period", "client CPU ms/period", "Redis CPU ms/period", "locks lost"}, rows)
+	var s []string
+	s = append(s, fmt.Sprintf("lualock renews %d locks with %s calls per period (%s per 100 locks): one script call per 500 locks, sent together in one pipeline, so the cost per lock is the script's inner HEXISTS + PEXPIRE (%s Redis commands per period) rather than a round trip each.",
+		e.cfg.wdLocks, num(e.med(wl, libLualock, "client_requests_per_period")), num(e.med(wl, libLualock, "requests_per_100_locks_per_period")), num(e.med(wl, libLualock, "redis_cmds_per_period"))))
+	s = append(s, e.rueidisLoopText(wl, "requests_per_100_locks_per_period"))
+	s = append(s, "Per second, divide by the period: lualock's period is lease/3, rueidislock's lease/2.")
+	s = append(s, "A probe from a second client tries 1 lock in 100 after the window; any success is an overlap and fails the run.")
+	m.p("%s", strings.Join(s, " "))
+	m.p("")
+	e.cmdDetails(m, wl, "Redis commands per second by command")
+}
+
+// lualockDefaultFairWait is lualock's documented Options.FairWait default;
+// the bench runs lualock with its defaults.
+const lualockDefaultFairWait = 5 * time.Minute
+
+// rueidisLoopText explains rueidislock's renewal cost from the watchdog
+// numbers: one call per key per period is expected; far more is the
+// self-invalidation loop of its default tracking mode.
+func (e *env) rueidisLoopText(wl, metric string) string {
+	def := e.med(wl, libRueidis, metric)
+	tuned := e.med(wl, libRueidisT, metric)
+	const keys = 3 // KeyMajority 2 → 3 keys per lock
+	if math.IsNaN(def) {
+		return ""
+	}
+	if def <= 3*keys*100 {
+		return fmt.Sprintf("rueidislock sends about one call per key per period (%s per 100 locks with its defaults, 3 keys per lock; %s tuned, 1 key per lock).", num(def), num(tuned))
+	}
+	s := fmt.Sprintf("rueidislock with its defaults sends %s calls per 100 locks per period where one per key (300) would do: without NoLoopTracking, each renewal's PEXPIREAT invalidates the key on rueidislock's own tracking connection, and the lock's goroutine answers every invalidation of a held key with another renewal, so from their first renewal on held keys renew themselves in a loop as fast as the connection allows (rueidislock v1.0.69, the monitoring function in lock.go). With NoLoopTracking (the tuned row, Redis ≥ 7.0.5) it is %s per 100 locks.", num(def), num(tuned))
+	if lost := e.med(wl, libRueidis, "locks_lost"); lost > 0 {
+		s += fmt.Sprintf(" Under that load rueidislock reported %s of its %d held locks lost (their context cancelled) during the run, although nothing else touched them.", num(lost), e.cfg.wdLocks)
+	}
+	return s
+}
