@@ -159,6 +159,7 @@ func (c *Client) newLock(name string, k kind) *Lock {
 		channel: tag(channelPrefix, name),
 		latch:   tag(latchPrefix, name) + ":" + c.id + ":",
 		invalid: checkName(name),
+		op:      newOpLock(),
 	}
 	return l
 }

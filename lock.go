@@ -58,7 +58,7 @@ type Lock struct {
 	latch   string // unlock latch prefix: tag(latchPrefix, name) + ":" + C + ":"
 	invalid error  // set by a bad name
 
-	op sync.Mutex // one acquisition or release of this handle at a time
+	op opLock // one acquisition or release of this handle at a time
 
 	mu        sync.Mutex
 	holds     int             // hold count this handle has in Redis
@@ -76,6 +76,32 @@ type Lock struct {
 	// decides whether it stands.
 	lostWhileReleasing error
 }
+
+// opLock serializes the calls of one handle that change its holds. Unlike
+// a sync.Mutex, a caller waiting for it gives up when its context ends.
+type opLock struct{ ch chan struct{} }
+
+func newOpLock() opLock { return opLock{ch: make(chan struct{}, 1)} }
+
+// lock takes the lock, or returns ctx's error when ctx ends first.
+func (o opLock) lock(ctx context.Context) error {
+	select {
+	case o.ch <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case o.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lockAlways takes the lock whatever happens: for clean-ups that must run.
+func (o opLock) lockAlways() { o.ch <- struct{}{} }
+
+func (o opLock) unlock() { <-o.ch }
 
 // Name returns the lock's name, its key in Redis.
 func (l *Lock) Name() string { return l.name }
@@ -281,8 +307,10 @@ func (l *Lock) errorf(op string, err error) error {
 // attempt runs the acquire script once. It reports the lock's remaining
 // lease (the time to wait) when another owner holds it.
 func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bool, time.Duration, error) {
-	l.op.Lock()
-	defer l.op.Unlock()
+	if err := l.op.lock(ctx); err != nil {
+		return false, 0, err // not sent: nothing to give back
+	}
+	defer l.op.unlock()
 	l.mu.Lock()
 	lost, want := l.lost, l.holds+1
 	l.mu.Unlock()
@@ -471,8 +499,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
+	if err := l.op.lock(ctx); err != nil {
+		return l.errorf("unlock", err)
+	}
+	defer l.op.unlock()
 	l.mu.Lock()
 	if l.holds == 0 {
 		l.mu.Unlock()
@@ -562,8 +592,10 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.usable(); err != nil {
 		return false, err
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
+	if err := l.op.lock(ctx); err != nil {
+		return false, l.errorf("force unlock", err)
+	}
+	defer l.op.unlock()
 	deleted, err := l.runForceRelease(ctx, l.latchKey())
 	if err != nil {
 		return false, l.errorf("force unlock", err)

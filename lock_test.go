@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -636,6 +637,75 @@ func TestLock_Lock_expiringLeaseRetry(t *testing.T) {
 		t.Errorf("the waiter retried %v after the lease ran out, want about 1ms", took)
 	}
 	if err := waiter.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// lkGate is a go-redis hook that holds every EVALSHA while it is closed.
+type lkGate struct {
+	closed  atomic.Bool
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *lkGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *lkGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (g *lkGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if g.closed.Load() && cmd.Name() == "evalsha" {
+			g.entered <- struct{}{}
+			<-g.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A call on a handle whose previous call is still waiting for Redis gives
+// up when its own context ends, and leaves the handle usable.
+func TestLock_Unlock_busyHandleHonoursContext(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := lkMini(t)
+	gate := &lkGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	rdb.AddHook(gate)
+	c := lkClient(t, rdb, lualock.Options{})
+	l := c.NewLock("busy")
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	gate.closed.Store(true)
+	first := make(chan error, 1)
+	go func() { first <- l.Unlock(ctx) }()
+	<-gate.entered // the first Unlock is in flight and holds the handle
+
+	for name, call := range map[string]func(context.Context) error{
+		"Unlock": l.Unlock,
+		"Lock":   l.Lock,
+		"ForceUnlock": func(ctx context.Context) error {
+			_, err := l.ForceUnlock(ctx)
+			return err
+		},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := call(cctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s on a busy handle = %v, want context.DeadlineExceeded", name, err)
+		}
+	}
+	gate.closed.Store(false)
+	close(gate.open)
+	if err := <-first; err != nil {
+		t.Fatalf("first Unlock: %v", err)
+	}
+	if held, err := l.IsLocked(ctx); err != nil || held {
+		t.Fatalf("IsLocked after Unlock = %v, %v; want false", held, err)
+	}
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("Lock after the busy spell: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
 }

@@ -96,7 +96,7 @@ func (w *waiting) end(ctx context.Context) {
 		}
 		return nil
 	}
-	l.op.Lock()
+	l.op.lockAlways()
 	if w.maybeHeld == 0 && !w.unreachable {
 		// Redis answered the last attempt: clean up before returning, so
 		// that the caller finds the queue without this waiter.
@@ -104,14 +104,14 @@ func (w *waiting) end(ctx context.Context) {
 		err := clean(sctx)
 		cancel()
 		if err == nil {
-			l.op.Unlock()
+			l.op.unlock()
 			return
 		}
 	}
 	// Hand the handle's op lock to the goroutine: the handle's next call
 	// waits until the clean-up is over.
 	l.c.background(func() {
-		defer l.op.Unlock()
+		defer l.op.unlock()
 		bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 		defer cancel()
 		_ = clean(bctx)
