@@ -326,6 +326,12 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	set := lease
 	if set == 0 {
 		set = l.c.cfg.WatchdogLease
+	} else {
+		resume, err := l.c.wd.quiesce(ctx, l)
+		if err != nil {
+			return false, 0, err // not sent
+		}
+		defer resume()
 	}
 	start := time.Now()
 	wait, err := l.runAcquire(ctx, set, want, w)

@@ -641,16 +641,31 @@ func TestLock_Lock_expiringLeaseRetry(t *testing.T) {
 	}
 }
 
-// lkGate is a go-redis hook that holds every EVALSHA while it is closed.
+// lkGate is a go-redis hook that holds every EVALSHA while closed is set
+// (pipelines of EVALSHA, the watchdog's renewals, while pipelines is set).
 type lkGate struct {
-	closed  atomic.Bool
-	entered chan struct{}
-	open    chan struct{}
+	closed    atomic.Bool
+	pipelines atomic.Bool
+	entered   chan struct{}
+	open      chan struct{}
 }
 
 func (g *lkGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (g *lkGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if g.pipelines.Load() && len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			select {
+			case g.entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 func (g *lkGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -704,6 +719,52 @@ func TestLock_Unlock_busyHandleHonoursContext(t *testing.T) {
 	}
 	if err := l.Lock(ctx); err != nil {
 		t.Fatalf("Lock after the busy spell: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// A renewal already sent when its hold is released must not stretch the
+// fixed lease of the handle's next acquisition: the acquisition waits for
+// it, and the lease in Redis is the one asked for.
+func TestLock_LockLease_afterRenewalInFlight(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := lkMini(t)
+	gate := &lkGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	rdb.AddHook(gate)
+	c := lkClient(t, rdb, lualock.Options{WatchdogLease: 3 * time.Second})
+	l := c.NewLock("in-flight")
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	gate.pipelines.Store(true)
+	select {
+	case <-gate.entered: // the renewal round is sent and held
+	case <-time.After(5 * time.Second):
+		t.Fatal("no renewal within 5s")
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.LockLease(ctx, 500*time.Millisecond) }()
+	select {
+	case err := <-done:
+		t.Fatalf("LockLease returned (%v) while a renewal of the handle was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	gate.pipelines.Store(false)
+	close(gate.open)
+	if err := <-done; err != nil {
+		t.Fatalf("LockLease: %v", err)
+	}
+	pttl, err := rdb.PTTL(ctx, "in-flight").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= 0 || pttl > 500*time.Millisecond {
+		t.Errorf("PTTL after LockLease(500ms) = %v, want (0, 500ms]", pttl)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)

@@ -2,7 +2,6 @@ package lualock
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -22,22 +21,54 @@ const confirmWait = 2 * time.Second
 // fallback timer, set to the earliest retry time its waiters asked for, which
 // wakes one waiter when it fires; so an idle lock costs one retry per timer
 // period per client, however many goroutines wait on it.
+//
+// The state lives under mu; the network does not. SUBSCRIBE, UNSUBSCRIBE
+// and the opening and closing of connections are queued under mu, in the
+// order of the state changes they follow, and sent by one sender goroutine
+// outside it, so a slow Redis never holds up the delivery of messages or
+// the bookkeeping of other waiters.
 type subscriber struct {
-	c      *Client
-	mu     sync.Mutex
-	conns  map[int]*psConn
-	chans  map[string]*chanSub
-	wg     sync.WaitGroup // listener goroutines
-	closed bool
+	c       *Client
+	mu      sync.Mutex
+	conns   map[int]*psConn
+	chans   map[string]*chanSub
+	ops     []psOp         // commands to send, in order
+	sending bool           // the sender goroutine runs
+	wg      sync.WaitGroup // listener goroutines and the sender
+	closed  bool
 }
 
 // psConn is one go-redis PubSub and the goroutine that reads it.
 type psConn struct {
-	ps      *redis.PubSub
+	ps      *redis.PubSub // nil until the sender has opened it
 	key     int
 	perSlot bool // one of the sharded connections of a cluster, one per slot
 	chans   int
+	addr    string // the node of a per-slot connection
+	dead    bool   // dropped: its slot moved, or its last channel left
+	// ownUnsubs counts the SUNSUBSCRIBE sent on it whose confirmation has
+	// not come, to tell them from those Redis sends when a slot moves.
+	ownUnsubs map[string]int
 }
+
+// psOp is a pub/sub command for the sender.
+type psOp struct {
+	kind    psOpKind
+	conn    *psConn
+	channel string
+	// movedFrom is the node a moved slot's channel was on (opSubscribe on
+	// a new connection): the cluster's slot map must be reloaded until it
+	// points elsewhere.
+	movedFrom string
+}
+
+type psOpKind int
+
+const (
+	opSubscribe psOpKind = iota
+	opUnsubscribe
+	opClose
+)
 
 type chanSub struct {
 	name      string
@@ -70,7 +101,9 @@ func newSubscriber(c *Client) *subscriber {
 // is false when the channel was subscribed and confirmed already (a
 // lingering subscription): then no release since the caller's last attempt
 // can have gone unheard, since a message with no waiter to wake is kept for
-// the next one.
+// the next one. A subscription Redis does not confirm in time (it is
+// unreachable) is not an error: go-redis subscribes again when it
+// reconnects, and the waiter's fallback timer covers the meantime.
 func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscription, fresh bool, err error) {
 	s.mu.Lock()
 	if s.closed {
@@ -83,10 +116,7 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscr
 		cs.linger = nil
 	}
 	if cs == nil {
-		if cs, err = s.add(ctx, channel); err != nil {
-			s.mu.Unlock()
-			return nil, false, err
-		}
+		cs = s.add(channel)
 	}
 	sub = &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
 	cs.waiters = append(cs.waiters, sub)
@@ -115,54 +145,165 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscr
 	return sub, true, nil
 }
 
-// add subscribes a new channel. s.mu is held.
-func (s *subscriber) add(ctx context.Context, channel string) (*chanSub, error) {
+// add records a new channel and queues its subscription. s.mu is held.
+func (s *subscriber) add(channel string) *chanSub {
+	cs := &chanSub{name: channel, ready: make(chan struct{}), ceil: s.c.cfg.MaxWaitTimer}
+	s.chans[channel] = cs
+	s.attach(cs, "")
+	return cs
+}
+
+// attach puts cs on the connection of its slot, opening one if needed, and
+// queues its subscription; movedFrom is the node its slot has left, if it
+// moved. s.mu is held.
+func (s *subscriber) attach(cs *chanSub, movedFrom string) {
 	key := 0
 	_, cluster := s.c.rdb.(*redis.ClusterClient)
-	if s.c.cfg.ShardedPubSub && cluster {
-		key = slot(channel)
+	sharded := s.c.cfg.ShardedPubSub
+	if sharded && cluster {
+		key = slot(cs.name)
 	}
 	conn := s.conns[key]
-	var err error
-	switch {
-	case conn != nil && s.c.cfg.ShardedPubSub:
-		err = conn.ps.SSubscribe(ctx, channel)
-	case conn != nil:
-		err = conn.ps.Subscribe(ctx, channel)
-	case s.c.cfg.ShardedPubSub:
-		// A cluster client binds a sharded PubSub to the node of its first
-		// channel: create it with the channel.
-		conn = &psConn{ps: s.c.rdb.SSubscribe(ctx, channel), key: key, perSlot: cluster}
-	default:
-		conn = &psConn{ps: s.c.rdb.Subscribe(ctx), key: key}
-		err = conn.ps.Subscribe(ctx, channel)
-	}
-	if err != nil {
-		if conn.chans == 0 && s.conns[key] == nil {
-			_ = conn.ps.Close()
-		}
-		return nil, fmt.Errorf("subscribe %s: %w", channel, err)
-	}
-	if s.conns[key] == nil {
+	if conn == nil {
+		conn = &psConn{key: key, perSlot: sharded && cluster, ownUnsubs: map[string]int{}}
 		s.conns[key] = conn
-		msgs := conn.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
-		s.wg.Add(1)
-		go s.listen(msgs)
 	}
 	conn.chans++
-	cs := &chanSub{name: channel, conn: conn, ready: make(chan struct{}), ceil: s.c.cfg.MaxWaitTimer}
-	s.chans[channel] = cs
-	return cs, nil
+	cs.conn = conn
+	s.enqueue(psOp{kind: opSubscribe, conn: conn, channel: cs.name, movedFrom: movedFrom})
+}
+
+// enqueue queues op for the sender, starting it if it is idle. s.mu is held.
+func (s *subscriber) enqueue(op psOp) {
+	if s.closed {
+		return
+	}
+	s.ops = append(s.ops, op)
+	if !s.sending {
+		s.sending = true
+		s.wg.Add(1)
+		go s.send()
+	}
+}
+
+// send runs the queued commands in order until the queue is empty or the
+// subscriber closes.
+func (s *subscriber) send() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		if s.closed || len(s.ops) == 0 {
+			s.ops, s.sending = nil, false
+			s.mu.Unlock()
+			return
+		}
+		op := s.ops[0]
+		s.ops[0] = psOp{}
+		s.ops = s.ops[1:]
+		ps := op.conn.ps
+		s.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
+		sharded := s.c.cfg.ShardedPubSub
+		// Errors are left to go-redis: a PubSub keeps its channels and
+		// subscribes them again when it reconnects, which the listener sees
+		// as a confirmation that wakes the channel's waiters.
+		switch {
+		case op.kind == opSubscribe && ps == nil:
+			s.open(ctx, op)
+		case op.kind == opSubscribe && sharded:
+			_ = ps.SSubscribe(ctx, op.channel)
+		case op.kind == opSubscribe:
+			_ = ps.Subscribe(ctx, op.channel)
+		case ps == nil:
+			// never opened: nothing to undo
+		case op.kind == opUnsubscribe && sharded:
+			_ = ps.SUnsubscribe(ctx, op.channel)
+		case op.kind == opUnsubscribe:
+			_ = ps.Unsubscribe(ctx, op.channel)
+		case op.kind == opClose:
+			_ = ps.Close()
+		}
+		cancel()
+	}
+}
+
+// open opens op's connection with op's channel and starts its listener.
+func (s *subscriber) open(ctx context.Context, op psOp) {
+	var ps *redis.PubSub
+	addr := ""
+	switch cc, cluster := s.c.rdb.(*redis.ClusterClient); {
+	case s.c.cfg.ShardedPubSub && cluster:
+		addr = masterOf(ctx, cc, op.channel)
+		if op.movedFrom != "" {
+			addr = s.relocated(ctx, cc, op.channel, op.movedFrom)
+		}
+		// A cluster client binds a sharded PubSub to the node of its first
+		// channel: create it with the channel.
+		ps = cc.SSubscribe(ctx, op.channel)
+	case s.c.cfg.ShardedPubSub:
+		ps = s.c.rdb.SSubscribe(ctx, op.channel)
+	default:
+		ps = s.c.rdb.Subscribe(ctx)
+		_ = ps.Subscribe(ctx, op.channel)
+	}
+	s.mu.Lock()
+	if s.closed || op.conn.dead {
+		s.mu.Unlock()
+		_ = ps.Close()
+		return
+	}
+	op.conn.ps, op.conn.addr = ps, addr
+	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.listen(op.conn, msgs)
+}
+
+// relocated waits until the cluster client routes channel to a node other
+// than from, where its slot was, reloading the client's slot map (go-redis
+// reloads it in the background), and returns that node. It gives up at
+// ctx's end: the subscription may then go to the old node, which refuses
+// it, and the channel's waiters fall back on their timers.
+func (s *subscriber) relocated(ctx context.Context, cc *redis.ClusterClient, channel, from string) string {
+	for {
+		cc.ReloadState(ctx)
+		if addr := masterOf(ctx, cc, channel); addr != from && addr != "" {
+			return addr
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return from
+		case <-s.c.closing:
+			t.Stop()
+			return from
+		}
+	}
+}
+
+// masterOf returns the address of the node that cc routes key to.
+func masterOf(ctx context.Context, cc *redis.ClusterClient, key string) string {
+	n, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return n.Options().Addr
 }
 
 // listen routes what one pub/sub connection receives until it is closed.
-func (s *subscriber) listen(msgs <-chan any) {
+func (s *subscriber) listen(conn *psConn, msgs <-chan any) {
 	defer s.wg.Done()
 	for m := range msgs {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				s.confirmed(m.Channel)
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				s.confirmed(conn, m.Channel)
+			case "sunsubscribe":
+				s.unsubscribed(conn, m.Channel)
 			}
 		case *redis.Message:
 			s.message(m.Channel)
@@ -170,11 +311,49 @@ func (s *subscriber) listen(msgs <-chan any) {
 	}
 }
 
-func (s *subscriber) confirmed(channel string) {
+// unsubscribed handles a SUNSUBSCRIBE confirmation. One that no
+// SUNSUBSCRIBE of ours asked for comes from Redis: the channel's slot has
+// moved to another node (or this node is no longer a primary), so the
+// channel is subscribed again where its slot now is; its waiters wake at
+// the confirmation, since releases may have gone unheard meanwhile.
+func (s *subscriber) unsubscribed(conn *psConn, channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := conn.ownUnsubs[channel]; n > 0 {
+		if n == 1 {
+			delete(conn.ownUnsubs, channel)
+		} else {
+			conn.ownUnsubs[channel] = n - 1
+		}
+		return
+	}
+	cs := s.chans[channel]
+	if s.closed || cs == nil || cs.conn != conn {
+		return
+	}
+	if !conn.perSlot {
+		s.enqueue(psOp{kind: opSubscribe, conn: conn, channel: channel})
+		return
+	}
+	// The connection is bound to the node that gave the slot away: drop
+	// it, and move every channel it carried to a new one.
+	conn.dead = true
+	if s.conns[conn.key] == conn {
+		delete(s.conns, conn.key)
+	}
+	s.enqueue(psOp{kind: opClose, conn: conn})
+	for _, cs := range s.chans {
+		if cs.conn == conn {
+			s.attach(cs, conn.addr)
+		}
+	}
+}
+
+func (s *subscriber) confirmed(conn *psConn, channel string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cs := s.chans[channel]
-	if cs == nil {
+	if cs == nil || cs.conn != conn {
 		return
 	}
 	if !cs.confirmed {
@@ -327,19 +506,19 @@ func (s *subscriber) unsubscribe(cs *chanSub) {
 	delete(s.chans, cs.name)
 	conn := cs.conn
 	conn.chans--
-	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
-	defer cancel()
 	if conn.perSlot && conn.chans == 0 {
 		// One connection per slot: close it rather than keep it idle.
-		delete(s.conns, conn.key)
-		_ = conn.ps.Close()
+		conn.dead = true
+		if s.conns[conn.key] == conn {
+			delete(s.conns, conn.key)
+		}
+		s.enqueue(psOp{kind: opClose, conn: conn})
 		return
 	}
 	if s.c.cfg.ShardedPubSub {
-		_ = conn.ps.SUnsubscribe(ctx, cs.name)
-	} else {
-		_ = conn.ps.Unsubscribe(ctx, cs.name)
+		conn.ownUnsubs[cs.name]++
 	}
+	s.enqueue(psOp{kind: opUnsubscribe, conn: conn, channel: cs.name})
 }
 
 // counts returns the number of waiters, subscribed channels and connections.
@@ -360,14 +539,15 @@ func (s *subscriber) markClosed() {
 	s.closed = true
 }
 
-// close closes every pub/sub connection and waits for the listeners.
+// close closes every pub/sub connection and waits for the listeners and
+// the sender.
 func (s *subscriber) close() error {
 	s.mu.Lock()
 	s.closed = true
-	var first error
+	var open []*redis.PubSub
 	for _, conn := range s.conns {
-		if err := conn.ps.Close(); err != nil && first == nil {
-			first = err
+		if conn.ps != nil {
+			open = append(open, conn.ps)
 		}
 	}
 	for _, cs := range s.chans {
@@ -380,9 +560,22 @@ func (s *subscriber) close() error {
 			cs.linger = nil
 		}
 	}
+	// Connections dropped but not closed yet: the sender will not run.
+	for _, op := range s.ops {
+		if op.kind == opClose && op.conn.ps != nil && !slices.Contains(open, op.conn.ps) {
+			open = append(open, op.conn.ps)
+		}
+	}
+	s.ops = nil
 	clear(s.chans)
 	clear(s.conns)
 	s.mu.Unlock()
+	var first error
+	for _, ps := range open {
+		if err := ps.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
 	s.wg.Wait()
 	return first
 }

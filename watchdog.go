@@ -27,11 +27,16 @@ type watchdog struct {
 	done    chan struct{}
 	ctx     context.Context // cancelled at close, ends calls in flight
 	cancel  context.CancelFunc
+	// The renewal round in flight: the locks it renews, and a channel
+	// closed when its calls have returned.
+	flying map[*Lock]struct{}
+	landed chan struct{}
 }
 
 type watch struct {
 	gen     uint64
 	renewed time.Time // when the lease was last set: by the acquisition or a renewal
+	paused  bool      // an acquisition with a fixed lease is under way: skip it
 }
 
 func newWatchdog(c *Client) *watchdog {
@@ -51,6 +56,45 @@ func (w *watchdog) add(l *Lock, gen uint64, start time.Time) bool {
 	}
 	w.entries[l] = watch{gen: gen, renewed: start}
 	return true
+}
+
+// quiesce keeps renewals off l while an acquisition sets a fixed lease on
+// it: it makes the next rounds skip l and waits for a round in flight that
+// renews l, so that no renewal sent before the acquisition stretches the
+// fixed lease to WatchdogLease afterwards. resume lets rounds renew l again
+// if it is still watched. It returns ctx's error if ctx ends first.
+func (w *watchdog) quiesce(ctx context.Context, l *Lock) (resume func(), err error) {
+	w.mu.Lock()
+	e, watched := w.entries[l]
+	if watched {
+		e.paused = true
+		w.entries[l] = e
+	}
+	var landed chan struct{}
+	if _, ok := w.flying[l]; ok {
+		landed = w.landed
+	}
+	w.mu.Unlock()
+	resume = func() {
+		if !watched {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if e, ok := w.entries[l]; ok {
+			e.paused = false
+			w.entries[l] = e
+		}
+	}
+	if landed != nil {
+		select {
+		case <-landed:
+		case <-ctx.Done():
+			resume()
+			return nil, ctx.Err()
+		}
+	}
+	return resume, nil
 }
 
 func (w *watchdog) remove(l *Lock) {
@@ -155,6 +199,7 @@ func (w *watchdog) renewAll() bool {
 	if len(batches) == 0 {
 		return true
 	}
+	defer w.land()
 	start := time.Now()
 	// A call may take no longer than the time to the first expiry, so that
 	// a hung Redis cannot delay the loss past the lease.
@@ -166,6 +211,7 @@ func (w *watchdog) renewAll() bool {
 			err = w.send(ctx, batches)
 		}
 	}
+	w.land()
 	ok := true
 	for _, b := range batches {
 		res, err := generated.LockRenewResult(b.cmd)
@@ -179,6 +225,16 @@ func (w *watchdog) renewAll() bool {
 		w.renewed(b, res, start)
 	}
 	return ok
+}
+
+// land ends the round in flight: acquisitions waiting for it go on.
+func (w *watchdog) land() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.landed != nil {
+		close(w.landed)
+		w.landed, w.flying = nil, nil
+	}
 }
 
 // send runs every batch in one pipeline and returns the first error.
@@ -210,6 +266,13 @@ func (w *watchdog) batches() []*batch {
 	var out []*batch
 	lease := w.c.cfg.WatchdogLease.Milliseconds()
 	for l, e := range w.entries {
+		if e.paused {
+			continue
+		}
+		if w.flying == nil {
+			w.flying, w.landed = map[*Lock]struct{}{}, make(chan struct{})
+		}
+		w.flying[l] = struct{}{}
 		g := group(l)
 		b := open[g]
 		if b == nil || len(b.locks) >= limit {

@@ -3,12 +3,14 @@ package tests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/harness"
 )
 
 // TestClient_ShardedPubSub_wakesWaiters runs the reentrant and the fair
@@ -86,5 +88,135 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 2s")
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestClient_ShardedPubSub_slotMigration moves the slot of a lock that has a
+// waiter to another primary of a private cluster, with the lock held. The
+// node that gives the slot away drops its shard channels (SUNSUBSCRIBE
+// pushed by Redis); the client must subscribe the waiter's channel again on
+// the new owner, so that the release still wakes the waiter at once rather
+// than at its fallback timer (30 s here).
+func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
+	cl := harness.StartCluster(t)
+	ctx := context.Background()
+	rdb := cl.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := lualock.New(rdb, lualock.Options{ShardedPubSub: true, MaxWaitTimer: 30 * time.Second, SubscriptionLinger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	name := uniqueName(t)
+	channel := "redisson_lock__channel:{" + name + "}"
+
+	holder, waiter := c.NewLock(name), c.NewLock(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := waiter.Lock(ctx)
+		got <- time.Now()
+		errc <- err
+	}()
+	waitFor(t, func() bool { return c.Stats().Waiters == 1 })
+
+	slot := int(rdb.ClusterKeySlot(ctx, name).Val())
+	nodes := map[string]*redis.Client{} // by address
+	ids := map[string]string{}
+	for _, addr := range cl.Addrs() {
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = n.Close() })
+		nodes[addr] = n
+		id, err := n.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[addr] = id
+	}
+	var src, dst string
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range slots {
+		if int(r.Start) <= slot && slot <= int(r.End) {
+			src = r.Nodes[0].Addr
+		}
+	}
+	for addr := range nodes {
+		if addr != src {
+			dst = addr
+			break
+		}
+	}
+	if src == "" || dst == "" {
+		t.Fatalf("slot %d: owner %q, target %q", slot, src, dst)
+	}
+	shardSubs := func(addr string) int64 {
+		res, err := nodes[addr].Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		if err != nil || len(res) != 2 {
+			t.Fatalf("PUBSUB SHARDNUMSUB on %s: %v %v", addr, res, err)
+		}
+		return res[1].(int64)
+	}
+	waitFor(t, func() bool { return shardSubs(src) == 1 })
+
+	// The standard resharding steps, for one slot.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(nodes[dst].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]).Err())
+	must(nodes[src].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]).Err())
+	keys, err := nodes[src].ClusterGetKeysInSlot(ctx, slot, 1000).Result()
+	must(err)
+	host, port, _ := strings.Cut(dst, ":")
+	for _, k := range keys {
+		must(nodes[src].Migrate(ctx, host, port, k, 0, 5*time.Second).Err())
+	}
+	must(nodes[dst].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err())
+	must(nodes[src].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err())
+	for addr, n := range nodes {
+		if addr != src && addr != dst {
+			must(n.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err())
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for shardSubs(dst) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter's channel was not subscribed on the slot's new owner within 5s (old owner: %d subscribers)", shardSubs(src))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := shardSubs(src); n != 0 {
+		t.Errorf("old owner still has %d subscribers on the channel", n)
+	}
+	select {
+	case <-got:
+		t.Fatal("the waiter acquired a lock that is still held")
+	default:
+	}
+
+	released := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woke := <-got
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if d := woke.Sub(released); d > time.Second {
+		t.Errorf("waiter acquired %v after the release: the SPUBLISH on the new owner did not wake it", d)
+	}
+	if err := waiter.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysLeft(t, rdb, name, false); len(left) > 0 {
+		t.Errorf("keys left: %v", left)
 	}
 }
