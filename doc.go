@@ -23,10 +23,10 @@
 // fair lock: to its own channel, so only the head of the queue is woken) over
 // one pub/sub connection that all waiters of a Client share, and tries again
 // when a release is announced. Each channel also has a fallback timer, set
-// from the lock's remaining lease and capped by Options.MaxWaitTimer, so a
-// lost message delays a waiter but never hangs it. Transient Redis errors
-// are retried with capped, jittered exponential backoff inside the caller's
-// deadline.
+// from the lock's remaining lease and capped by Options.MaxWaitTimer (for
+// the fair lock, by half of Options.FairWait), so a lost message delays a
+// waiter but never hangs it. Transient Redis errors are retried with
+// capped, jittered exponential backoff inside the caller's deadline.
 //
 // # Watchdog
 //

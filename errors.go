@@ -6,8 +6,16 @@ import "errors"
 // wrap these with detail (the lock's name, the Redis error behind them).
 var (
 	// ErrNotObtained is returned by TryLock and TryLockLease when the wait
-	// time passed and the lock was still held by another owner.
+	// time passed and the lock was still held by another owner. When Redis
+	// errors were met while waiting, the last one is wrapped too (for
+	// errors.Is and errors.As).
 	ErrNotObtained = errors.New("lualock: lock not obtained")
+
+	// ErrUnavailable is returned by TryLock and TryLockLease when the wait
+	// time passed without a single answer from Redis (unreachable, or too
+	// slow): whether the lock is held is unknown. The last Redis error, if
+	// one came back in time, is wrapped too.
+	ErrUnavailable = errors.New("lualock: Redis did not answer")
 
 	// ErrNotHeld is returned by Unlock when this handle holds no lock: it
 	// never locked, already unlocked, or its lease ran out. It is also the

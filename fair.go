@@ -39,10 +39,15 @@ func (c *Client) fairMaxTimer() time.Duration {
 //     waiter that has not asked again within its budget counts as gone and
 //     is purged from the queue by the next script call, so a waiter whose
 //     process died delays the others by one budget at most. Live waiters ask
-//     again at least every Options.MaxWaitTimer, which renews their deadline;
-//     they are never purged while they wait (unlike Redisson, see its issue
-//     3004), however long the lock is held.
+//     again at least every half budget (FairWait/2), which renews their
+//     deadline; they are never purged while they wait (unlike Redisson, see
+//     its issue 3004), however long the lock is held. A waiter that was
+//     purged anyway (its process paused past its budget) and asks again
+//     joins the back of the queue.
 //   - On release only the head of the queue is woken, on its own channel.
+//   - The handle is the waiter: calls of one handle from several goroutines
+//     share its place in the queue, and one of them giving up does not take
+//     the others out of it.
 func (c *Client) NewFairLock(name string) *Lock {
 	return c.newLock(name, fair)
 }

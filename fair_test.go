@@ -225,3 +225,54 @@ func TestFairLock_Lock_clientClosedStats(t *testing.T) {
 		t.Errorf("Stats() after Close = %+v, want all zero", s)
 	}
 }
+
+// Two calls of one fair handle wait as one owner in one place of the queue:
+// when one gives up, the other keeps that place and is served before the
+// waiters that queued after the handle.
+func TestFairLock_TryLock_sharedHandleKeepsPlace(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := fairMini(t)
+	c := fairNew(t, rdb)
+	const name = "shared-handle"
+	holder := c.NewFairLock(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("holder Lock: %v", err)
+	}
+	shared, later := c.NewFairLock(name), c.NewFairLock(name)
+	first := make(chan error, 1)
+	go func() { first <- shared.Lock(ctx) }()
+	fairWaitQueue(t, rdb, name, 1)
+	laterDone := make(chan error, 1)
+	go func() { laterDone <- later.Lock(ctx) }()
+	q := fairWaitQueue(t, rdb, name, 2)
+
+	// A second call of the shared handle gives up.
+	if err := shared.TryLock(ctx, 50*time.Millisecond); !errors.Is(err, lualock.ErrNotObtained) {
+		t.Fatalf("second call of the shared handle: %v, want ErrNotObtained", err)
+	}
+	if now := fairWaitQueue(t, rdb, name, 2); now[0] != q[0] || now[1] != q[1] {
+		t.Fatalf("queue after the shared handle's second call gave up: %q, want %q", now, q)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("holder Unlock: %v", err)
+	}
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatalf("shared handle's first call: %v", err)
+		}
+	case err := <-laterDone:
+		t.Fatalf("the waiter queued after the shared handle got the lock first (%v)", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("nobody got the lock within 5s of the release")
+	}
+	if err := shared.Unlock(ctx); err != nil {
+		t.Fatalf("shared Unlock: %v", err)
+	}
+	if err := <-laterDone; err != nil {
+		t.Fatalf("later Lock: %v", err)
+	}
+	if err := later.Unlock(ctx); err != nil {
+		t.Fatalf("later Unlock: %v", err)
+	}
+}

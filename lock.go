@@ -61,6 +61,7 @@ type Lock struct {
 	op opLock // one acquisition or release of this handle at a time
 
 	mu        sync.Mutex
+	acquiring int             // acquire calls of this handle under way
 	holds     int             // hold count this handle has in Redis
 	gen       uint64          // counts holds from first lock to last unlock
 	lease     time.Duration   // lease of the current hold
@@ -129,8 +130,9 @@ func (l *Lock) LockLease(ctx context.Context, lease time.Duration) error {
 	return l.acquire(ctx, -1, lease)
 }
 
-// TryLock is Lock that gives up after wait, returning ErrNotObtained. A wait
-// of 0 makes one attempt; a negative one returns ErrInvalid.
+// TryLock is Lock that gives up after wait, returning ErrNotObtained (or
+// ErrUnavailable when Redis never answered in that time). A wait of 0 makes
+// one attempt; a negative one returns ErrInvalid.
 func (l *Lock) TryLock(ctx context.Context, wait time.Duration) error {
 	if err := checkWait(wait); err != nil {
 		return err
@@ -196,11 +198,21 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		actx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	l.mu.Lock()
+	l.acquiring++
+	l.mu.Unlock()
 	w := waiting{l: l}
 	defer w.end(ctx)
+	answered := false // an attempt got Redis's reply
 	notObtained := func(last error) error {
+		if !answered {
+			if last != nil {
+				return fmt.Errorf("%w: lock %q: no answer within %v (last error: %w)", ErrUnavailable, l.name, wait, last)
+			}
+			return fmt.Errorf("%w: lock %q: no answer within %v", ErrUnavailable, l.name, wait)
+		}
 		if last != nil {
-			return fmt.Errorf("%w: lock %q within %v (last error: %v)", ErrNotObtained, l.name, wait, last)
+			return fmt.Errorf("%w: lock %q within %v (last error: %w)", ErrNotObtained, l.name, wait, last)
 		}
 		return fmt.Errorf("%w: lock %q within %v", ErrNotObtained, l.name, wait)
 	}
@@ -215,6 +227,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 			return notObtained(lastErr)
 		}
 		acquired, ttl, err := l.attempt(actx, lease, &w)
+		answered = answered || err == nil
 		if acquired {
 			w.acquired, w.leaseSet = true, cmp.Or(lease, l.c.cfg.WatchdogLease)
 			return nil
@@ -226,6 +239,9 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 			case errors.Is(err, ErrLockLost):
 				return l.errorf("lock", err)
 			case actx.Err() != nil:
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+					err = nil // the wait's own deadline: not a Redis error
+				}
 				return notObtained(cmp.Or(lastErr, err))
 			case !transient(err):
 				return l.errorf("lock", err)
@@ -287,7 +303,7 @@ func (l *Lock) ctxErr(ctx context.Context, last error) error {
 		err = fmt.Errorf("%w: %w", err, cause)
 	}
 	if last != nil {
-		return fmt.Errorf("lualock: lock %q: %w (last error: %v)", l.name, err, last)
+		return fmt.Errorf("lualock: lock %q: %w (last error: %w)", l.name, err, last)
 	}
 	return fmt.Errorf("lualock: lock %q: %w", l.name, err)
 }
@@ -296,7 +312,7 @@ func (l *Lock) ctxErr(ctx context.Context, last error) error {
 // keep their own text first ("lualock: lock lost: ..."); others get the
 // package's prefix.
 func (l *Lock) errorf(op string, err error) error {
-	for _, own := range []error{ErrLockLost, ErrNotHeld, ErrClosed, ErrInvalid, ErrNotObtained, ErrNotLocked} {
+	for _, own := range []error{ErrLockLost, ErrNotHeld, ErrClosed, ErrInvalid, ErrNotObtained, ErrUnavailable, ErrNotLocked} {
 		if errors.Is(err, own) {
 			return fmt.Errorf("%w (%s %q)", err, op, l.name)
 		}
@@ -333,6 +349,7 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 		}
 		defer resume()
 	}
+	w.woken = false // this attempt acts on the wake-up, if any
 	start := time.Now()
 	wait, err := l.runAcquire(ctx, set, want, w)
 	if err != nil && redis.HasErrorPrefix(err, "LOST") {

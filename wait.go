@@ -17,6 +17,7 @@ type waiting struct {
 	unreachable bool          // the last attempt failed on the network: Redis seems down
 	acquired    bool
 	leaseSet    time.Duration // the lease the acquisition set
+	woken       bool          // a wake-up was taken and no attempt has used it yet
 }
 
 // subscribe listens on the channel that announces the lock's release to
@@ -58,6 +59,7 @@ func (w *waiting) sleep(ctx context.Context, pause time.Duration, deadline time.
 	}
 	select {
 	case <-wake:
+		w.woken = true
 	case <-timeout:
 	case <-ctx.Done():
 		return ctx.Err()
@@ -79,12 +81,25 @@ const cleanupWait = 100 * time.Millisecond
 // the client, which Close waits for; the handle's next call waits for it too.
 func (w *waiting) end(ctx context.Context) {
 	if w.sub != nil {
+		if w.woken {
+			// The call ends without acting on a release it was told of:
+			// hand it back so that release passes it to another waiter.
+			w.sub.signal()
+		}
 		w.sub.release(w.acquired, w.leaseSet)
 	}
+	l := w.l
+	l.mu.Lock()
+	l.acquiring--
+	if l.acquiring > 0 {
+		// Another call of this handle waits as the same owner, in the same
+		// place in the fair queue: leaving would send it to the back.
+		w.queued = false
+	}
+	l.mu.Unlock()
 	if w.acquired || (w.maybeHeld == 0 && !w.queued) {
 		return
 	}
-	l := w.l
 	clean := func(ctx context.Context) error {
 		if w.maybeHeld > 0 {
 			if err := l.undo(ctx, w.maybeHeld, w.lease); err != nil {

@@ -70,8 +70,8 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 	if HasErrors(diags) {
 		return nil, &DiagnosticsError{Diagnostics: diags}
 	}
-	if !token.IsIdentifier(cfg.Package) {
-		return nil, fmt.Errorf("package name %q is not a Go identifier", cfg.Package)
+	if err := CheckPackageName(cfg.Package); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(scripts, func(a, b *Script) int { return strings.Compare(a.Name, b.Name) })
 
@@ -105,6 +105,26 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 	}
 	out[SharedFile] = b
 	return out, nil
+}
+
+// CheckPackageName reports why name cannot be the package name of the
+// generated files, nil when it can: it must be a Go identifier that is not
+// a keyword, not the blank identifier _, and neither main (a command, not a
+// library) nor init (a package cannot be imported under that name).
+func CheckPackageName(name string) error {
+	switch {
+	case token.IsKeyword(name):
+		return fmt.Errorf("package name %q is a Go keyword", name)
+	case !token.IsIdentifier(name):
+		return fmt.Errorf("package name %q is not a Go identifier", name)
+	case name == "_":
+		return fmt.Errorf("package name %q is the blank identifier, which names no package", name)
+	case name == "main":
+		return fmt.Errorf("package name %q would make a command, not a package to import", name)
+	case name == "init":
+		return fmt.Errorf("package name %q cannot be imported: init is reserved for init functions", name)
+	}
+	return nil
 }
 
 type sharedData struct {

@@ -8,7 +8,9 @@ import (
 // finding, sorted by file, line, column and rule: folder and file problems,
 // header errors, syntax errors and the AST rules (see Rules). A finding on a
 // line that carries a "luagen:ignore" comment naming its rule (or naming no
-// rule) is dropped; folder, file and header findings cannot be silenced.
+// rule) is dropped; folder, file, header and syntax findings cannot be
+// silenced: a comment that names one of them, or a name that is no rule, is
+// a header finding.
 func Lint(fsys fs.FS, cfg Config) []Diagnostic {
 	scripts, diags := Parse(fsys, cfg)
 	for _, s := range scripts {

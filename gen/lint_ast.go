@@ -76,22 +76,26 @@ var Rules = []RuleInfo{
 	{RuleUnusedLocal, Warning, "a local variable, local function or loop variable never read"},
 }
 
-// Globals is the sorted list of the global names a script may read: Redis's
-// Lua 5.1 environment. Any other global read is an undefined-global finding.
+// Globals is the sorted list of the global names a script may read: the
+// globals of Redis 7.0's Lua 5.1 environment (its _G as a script sees it),
+// less load and loadstring, which are forbidden-call findings, and Redis's
+// internal __redis__err__handler. Any other global read is an
+// undefined-global finding. Redis 7.0 has no print, os, io, debug, package,
+// require, module, dofile, loadfile, setfenv, getfenv or newproxy.
 var Globals = []string{
 	"ARGV", "KEYS", "_G", "_VERSION", "assert", "bit", "cjson", "cmsgpack",
-	"error", "getmetatable", "ipairs", "math", "next", "pairs", "pcall",
-	"rawequal", "rawget", "rawset", "redis", "select", "setmetatable",
-	"string", "struct", "table", "tonumber", "tostring", "type", "unpack",
-	"xpcall",
+	"collectgarbage", "coroutine", "error", "gcinfo", "getmetatable",
+	"ipairs", "math", "next", "pairs", "pcall", "rawequal", "rawget",
+	"rawset", "redis", "select", "setmetatable", "string", "struct", "table",
+	"tonumber", "tostring", "type", "unpack", "xpcall",
 }
 
 // forbidden maps the globals a script may not reference to the reason.
 var forbidden = map[string]string{
 	"loadstring": "loadstring escapes the sandbox: Redis scripts may not compile code at run time; write the code in the script",
 	"load":       "load escapes the sandbox: Redis scripts may not compile code at run time; write the code in the script",
-	"setfenv":    "setfenv escapes the sandbox: Redis scripts may not change environments; use locals",
-	"getfenv":    "getfenv escapes the sandbox: Redis scripts may not read environments; use locals",
+	"setfenv":    "Redis 7 does not provide setfenv, which would escape the sandbox: keep values in locals",
+	"getfenv":    "Redis 7 does not provide getfenv, which would escape the sandbox: keep values in locals",
 	"dofile":     "Redis does not provide dofile: a script cannot read files; put the code in the script",
 	"loadfile":   "Redis does not provide loadfile: a script cannot read files; put the code in the script",
 	"require":    "Redis does not provide require: a script cannot load modules; put the code in the script",
@@ -111,8 +115,16 @@ func lintAST(s *Script) []Diagnostic {
 		}
 	}
 	chunk, err := parse.Parse(bytes.NewReader(src), s.File)
+	bad, malformed := malformedNumber(s.File, src)
 	if err != nil {
-		return []Diagnostic{syntaxDiagnostic(s.File, src, err)}
+		d := syntaxDiagnostic(s.File, src, err)
+		if malformed && (bad.Line < d.Line || bad.Line == d.Line && bad.Col < d.Col) {
+			d = bad // Lua reports the first error of the file
+		}
+		return []Diagnostic{d}
+	}
+	if malformed {
+		return []Diagnostic{bad}
 	}
 	// Walk until what is known of every local's values stops changing: the
 	// flags only ever drop, so this ends after a few passes.
@@ -193,6 +205,20 @@ func syntaxDiagnostic(file string, src []byte, err error) Diagnostic {
 		d.Message = msg
 	}
 	return d
+}
+
+// malformedNumber finds the first numeral that Lua 5.1 rejects (see
+// luaNumeral) and returns the syntax finding Redis's compiler gives for it.
+// gopher-lua's parser takes "1e" and "1e+" as numbers, which Redis refuses
+// to load.
+func malformedNumber(file string, src []byte) (Diagnostic, bool) {
+	for _, t := range lexLua(src) {
+		if t.kind == tokNumber && !luaNumeral(t.text) {
+			return Diagnostic{File: file, Line: t.line, Col: t.col, Rule: RuleSyntax,
+				Message: fmt.Sprintf("malformed number near '%s'", t.text)}, true
+		}
+	}
+	return Diagnostic{}, false
 }
 
 // isGlobalName reports whether name is one of Globals.

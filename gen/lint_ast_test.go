@@ -57,6 +57,18 @@ func TestLintASTRules(t *testing.T) {
 		{"syntax unterminated string", h0 + "local s = 'abc\nreturn s", []string{"syntax 2:11"}},
 		{"syntax unterminated long string", h0 + "local s = [[abc\n\nreturn s\n", []string{"syntax 4:9"}},
 		{"syntax fine", h0 + "local x = 1\nreturn x", nil},
+		// malformed numbers, which gopher-lua's parser partly takes and
+		// Redis's Lua 5.1 refuses
+		{"malformed exponent", h0 + "return 1e", []string{"syntax 2:8"}},
+		{"malformed exponent sign", h0 + "local x = 1e+\nreturn x", []string{"syntax 2:11"}},
+		{"malformed exponent before a name", h0 + "local x = 1e y = 2\nreturn x", []string{"syntax 2:11"}},
+		{"malformed double dot", h0 + "return 1..2", []string{"syntax 2:8"}},
+		{"malformed letters", h0 + "return 12abc", []string{"syntax 2:8"}},
+		{"malformed hexadecimal", h0 + "return 0x", []string{"syntax 2:8"}},
+		{"malformed number before a syntax error", h0 + "local x = 1e\nlocal y = = 2", []string{"syntax 2:11"}},
+		{"syntax error before a malformed number", h0 + "local y = = 2\nlocal x = 1e", []string{"syntax 2:11"}},
+		{"numbers Lua 5.1 reads", h0 + "return 1 + 1.5 + .5 + 5. + 1e3 + 1E-3 + 2.5e+2 + 1.e2 + 0xff + 0XA + 0x1F - 1 .. 2", nil},
+		{"numerals in strings and comments", h0 + "local s = '1e' -- 1e\nreturn s .. [[1..2]] --[[ 0x ]]", nil},
 
 		// shebang: the #! line is blanked, lines keep their numbers
 		{"shebang syntax", "#!lua flags=no-writes\n" + h0 + "x = 1 y = = 2", []string{"syntax 3:11"}},
@@ -87,6 +99,8 @@ func TestLintASTRules(t *testing.T) {
 		{"allowed globals", h0 + "return tostring(1) .. type(cjson) .. bit.band(1, 2) .. string.rep('a', 2)" +
 			" .. table.concat({}) .. math.floor(1) .. cmsgpack.pack(1) .. struct.pack('b', 1) .. _VERSION" +
 			" .. select('#', 1) .. tostring(pcall(error)) .. tostring(_G) .. unpack({1})", nil},
+		{"Redis 7.0 globals", h0 + "return tostring(coroutine.running()) .. collectgarbage('count') .. gcinfo() .. tostring(rawget(_G, 'x'))", nil},
+		{"not in Redis 7.0", h0 + "return newproxy() .. os.clock() .. debug", []string{"undefined-global 2:8", "undefined-global 2:22", "undefined-global 2:36"}},
 		{"names in strings and comments", h0 + "-- foo\nlocal s = 'foo' .. [[foo]] --[[ foo ]]\nreturn s", nil},
 		{"field names are not globals", h0 + "local t = {foo = 1, bar = {baz = 2}}\nreturn t.foo + t.bar.baz", nil},
 
@@ -149,6 +163,31 @@ func TestLintASTRules(t *testing.T) {
 		{"unknown command", h1 + "return redis.call('frobnicate', ARGV[1]) .. KEYS[1]", nil},
 		{"command without keys", h1 + "return redis.call('publish', ARGV[1], KEYS[1])", nil},
 		{"value arguments are not keys", h1 + "return redis.call('set', KEYS[1], ARGV[1], 'px', 100)", nil},
+		// keys through the parameters of local functions
+		{"key through a parameter", h1 + "local function get(k) return redis.call('get', k) end\nreturn get(KEYS[1]) .. ARGV[1]", nil},
+		{"key through local f = function", h1 + "local get = function(k) return redis.call('get', k) end\nreturn get(KEYS[1]) .. ARGV[1]", nil},
+		{"KEYS through a parameter", h1 + "local function first(keys) return redis.call('get', keys[1]) end\nreturn first(KEYS) .. ARGV[1]", nil},
+		{"unpack KEYS into parameters", h1 + "local function mget(a, b) return redis.call('mget', a, b) end\nreturn mget(unpack(KEYS)) .. ARGV[1]", nil},
+		{"parameter through an alias", h1 + "local function get(k) local key = k return redis.call('get', key) end\nlocal lock = KEYS[1]\nreturn get(lock) .. ARGV[1]", nil},
+		{"recursive call with a key", h1 + "local function del(k, n) if n > 0 then del(k, n - 1) end return redis.call('del', k) end\nreturn del(KEYS[1], tonumber(ARGV[1]))", nil},
+		{"one call passes a non-key", h1 + "local function get(k) return redis.call('get', k) end\nreturn get(KEYS[1]) .. get(ARGV[1])",
+			[]string{"non-key-argument 4:48"}},
+		{"a later call passes a non-key", h1 + "local function get(k) return redis.call('get', k) end\nlocal v = get(KEYS[1])\nreturn v .. get('x' .. ARGV[1])",
+			[]string{"non-key-argument 4:48"}},
+		{"recursive call with a non-key", h1 + "local function del(k, n) if n > 0 then del(ARGV[1], n - 1) end return redis.call('del', k) end\nreturn del(KEYS[1], 1)",
+			[]string{"non-key-argument 4:89"}},
+		{"missing argument", h1 + "local function get(k) return redis.call('get', k) end\nreturn get() .. get(KEYS[1]) .. ARGV[1]",
+			[]string{"non-key-argument 4:48"}},
+		{"function passed as a value", h1 + "local function get(k) return redis.call('get', k) end\nreturn select(2, pcall(get, KEYS[1])) .. ARGV[1]",
+			[]string{"non-key-argument 4:48"}},
+		{"function aliased after its calls", h1 + "local function get(k) return redis.call('get', k) end\nlocal v = get(KEYS[1])\nlocal g = get\nreturn v .. g(KEYS[1]) .. ARGV[1]",
+			[]string{"non-key-argument 4:48"}},
+		{"function assigned again", h1 + "local function get(k) return redis.call('get', k) end\nlocal v = get(KEYS[1])\nget = function(k) return k end\nreturn v .. get(ARGV[1])",
+			[]string{"non-key-argument 4:48"}},
+		{"function in a table field", h1 + "local t = {}\nfunction t.get(k) return redis.call('get', k) end\nreturn t.get(KEYS[1]) .. ARGV[1]",
+			[]string{"non-key-argument 5:44"}},
+		{"anonymous function", h1 + "return (function(k) return redis.call('get', k) end)(KEYS[1]) .. ARGV[1]",
+			[]string{"non-key-argument 4:46"}},
 
 		// shadowed-local
 		{"shadow in a block", h0 + "local x = 1\ndo\n  local x = 2\n  redis.log(redis.LOG_NOTICE, x)\nend\nreturn x",
@@ -234,6 +273,11 @@ func TestLintASTMessages(t *testing.T) {
 			Message: "assignment to global x: Redis forbids globals; declare it with local"}},
 		{"syntax", h0 + "local x = 1\nreturn x end", Diagnostic{
 			Line: 3, Col: 10, Rule: RuleSyntax, Message: "syntax error near 'end'"}},
+		{"malformed number", h0 + "local x = 1\nreturn x + 2e", Diagnostic{
+			Line: 3, Col: 12, Rule: RuleSyntax, Message: "malformed number near '2e'"}},
+		{"non-key-argument through a parameter", h1 + "local function get(k) return redis.call('get', k) end\nreturn get(ARGV[1]) .. KEYS[1]", Diagnostic{
+			Line: 4, Col: 48, Rule: RuleNonKeyArgument,
+			Message: "redis.call('get', ...): the key (parameter k: a parameter is a key only when its local function is only ever called, by name, with a KEYS entry in its place) is not taken from KEYS; Redis Cluster needs every key declared: pass it in KEYS and declare it with @key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,6 +362,22 @@ func TestRulesAndGlobals(t *testing.T) {
 	for cmd := range CommandKeys {
 		if cmd != strings.ToLower(cmd) {
 			t.Errorf("CommandKeys: %s is not lower case", cmd)
+		}
+	}
+}
+
+func TestLuaNumeral(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want bool
+	}{
+		{"1", true}, {"1.5", true}, {".5", true}, {"5.", true}, {"1e5", true}, {"1E-5", true},
+		{"1.e5", true}, {"2.5e+2", true}, {"0xff", true}, {"0XA", true}, {"0x.8", true}, {"0x1p4", true},
+		{"1e", false}, {"1e+", false}, {"1..2", false}, {"1.2.3", false}, {"12abc", false},
+		{"0x", false}, {"0xfg", false}, {"1e5x", false}, {"0x1p", false}, {"1x5", false},
+	} {
+		if got := luaNumeral(tt.text); got != tt.want {
+			t.Errorf("luaNumeral(%q) = %v, want %v", tt.text, got, tt.want)
 		}
 	}
 }

@@ -131,19 +131,21 @@ func lexLua(src []byte) []luaToken {
 			toks = append(toks, luaToken{kind: tokString, text: string(src[start:i]), line: tokLine, col: col})
 			continue
 		case luaDigit(c) || (c == '.' && i+1 < n && luaDigit(src[i+1])):
-			hex := c == '0' && i+1 < n && (src[i+1] == 'x' || src[i+1] == 'X')
-			i++
-			for i < n {
-				d := src[i]
-				if luaDigit(d) || luaLetter(d) || d == '.' {
+			// The numeral ends where Lua 5.1's lexer ends it (read_numeral):
+			// digits and dots, an exponent sign right after an E, then
+			// letters, digits and underscores. luaNumeral says whether
+			// the text is a number.
+			for i < n && (luaDigit(src[i]) || src[i] == '.') {
+				i++
+			}
+			if i < n && (src[i] == 'e' || src[i] == 'E') {
+				i++
+				if i < n && (src[i] == '+' || src[i] == '-') {
 					i++
-					continue
 				}
-				if (d == '+' || d == '-') && !hex && (src[i-1] == 'e' || src[i-1] == 'E') {
-					i++
-					continue
-				}
-				break
+			}
+			for i < n && (luaDigit(src[i]) || luaLetter(src[i])) {
+				i++
 			}
 			toks = append(toks, luaToken{kind: tokNumber, text: string(src[start:i]), line: tokLine, col: col})
 			continue
@@ -220,5 +222,47 @@ func luaMarkFields(toks []luaToken) {
 	}
 }
 
-func luaDigit(c byte) bool  { return c >= '0' && c <= '9' }
-func luaLetter(c byte) bool { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
+// luaNumeral reports whether the text of a numeral token is a number to
+// Lua 5.1 (luaO_str2d): the whole text must be what C's strtod reads, a
+// decimal with an optional exponent or, as C99 and glibc read it, a 0x
+// hexadecimal with an optional fraction and p exponent. Redis's Lua rejects
+// any other numeral ("1e", "1..2", "12abc", "0x") as a malformed number, at
+// compile time; gopher-lua's parser takes some of them.
+func luaNumeral(s string) bool {
+	digit, expo := luaDigit, byte('e')
+	i := 0
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		digit, expo, i = luaHexDigit, 'p', 2
+	}
+	mantissa := 0
+	for i < len(s) && digit(s[i]) {
+		i, mantissa = i+1, mantissa+1
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && digit(s[i]) {
+			i, mantissa = i+1, mantissa+1
+		}
+	}
+	if mantissa == 0 {
+		return false
+	}
+	if i < len(s) && (s[i]|0x20) == expo {
+		j := i + 1
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		k := j
+		for k < len(s) && luaDigit(s[k]) {
+			k++
+		}
+		if k > j { // strtod takes an exponent only with digits
+			i = k
+		}
+	}
+	return i == len(s)
+}
+
+func luaDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func luaHexDigit(c byte) bool { return luaDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'f') }
+func luaLetter(c byte) bool   { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }

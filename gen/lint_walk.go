@@ -43,6 +43,12 @@ type lvar struct {
 	assigned  bool
 	keys      bool
 	keysTable bool
+	// params are the parameters of the function this local was declared
+	// with (local function f, or local f = function): each direct call
+	// f(...) assigns its arguments to them. When f is read in any other
+	// way (passed, stored, returned) or assigned again, its calls are no
+	// longer all known and nothing is known of the parameters.
+	params []*lvar
 }
 
 type lscope struct {
@@ -200,6 +206,17 @@ func (l *linter) assign(v *lvar, val valInfo) {
 	v.assigned = true
 	v.keys = v.keys && val.keys
 	v.keysTable = v.keysTable && val.keysTable
+	if v.params != nil {
+		l.escape(v) // another value: calls may no longer reach the function
+	}
+}
+
+// escape drops what is known of the parameters of v's function: some of
+// its calls are out of sight.
+func (l *linter) escape(v *lvar) {
+	for _, p := range v.params {
+		p.keys, p.keysTable = false, false
+	}
 }
 
 func (l *linter) stmts(list []ast.Stmt) {
@@ -262,10 +279,16 @@ func (l *linter) stmt(st ast.Stmt) {
 		if f, ok := l.localFunction(st, toks); ok {
 			v := l.declare(st.Names[0], varFunc, toks[0], st.Line())
 			l.assign(v, valInfo{})
-			l.function(f, false)
+			// Bound before the body, which may call f itself.
+			l.function(f, false, func(ps []*lvar) { v.params = ps })
 			break
 		}
+		var params []*lvar // of local f = function(...) ... end
 		for _, e := range st.Exprs {
+			if f, ok := e.(*ast.FunctionExpr); ok && len(st.Names) == 1 && len(st.Exprs) == 1 {
+				l.function(f, false, func(ps []*lvar) { params = ps })
+				continue
+			}
 			l.expr(e)
 		}
 		vals := l.values(st.Exprs, len(st.Names))
@@ -274,6 +297,7 @@ func (l *linter) stmt(st ast.Stmt) {
 			if len(st.Exprs) > 0 {
 				l.assign(v, vals[i])
 			}
+			v.params = params
 		}
 
 	case *ast.FuncCallStmt:
@@ -391,7 +415,7 @@ func (l *linter) funcDef(st *ast.FuncDefStmt) {
 			l.expr(t.Key)
 		}
 	}
-	l.function(st.Func, method)
+	l.function(st.Func, method, nil)
 }
 
 // funcName spells the name of a function statement: a.b.c or a.b:c.
@@ -443,21 +467,46 @@ func (l *linter) fieldWrite(obj ast.Expr, format string) {
 }
 
 // function walks a function body in a new scope holding its parameters.
-func (l *linter) function(f *ast.FunctionExpr, method bool) {
+// Nothing is known of the parameters' values, unless bind is given: the
+// function is then a local one, whose parameters take the arguments of its
+// calls (see lvar.params), and bind receives them before the body is
+// walked, so that recursive calls count.
+func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) {
 	l.push()
 	if method {
 		v := &lvar{name: "self", kind: varParam, line: f.Line(), assigned: true}
 		l.scope.vars["self"] = v
 	}
+	var params []*lvar
 	if f.ParList != nil {
 		for _, name := range f.ParList.Names {
 			tok := l.match(name, f.Line(), max(f.Line(), f.LastLine()))
 			v := l.declare(name, varParam, tok, f.Line())
-			l.assign(v, valInfo{})
+			if bind == nil {
+				l.assign(v, valInfo{})
+			} else {
+				v.assigned = true // by the calls: see callArgs
+			}
+			params = append(params, v)
 		}
+	}
+	if bind != nil {
+		bind(params)
 	}
 	l.stmts(f.Stmts)
 	l.pop()
+}
+
+// callArgs assigns the arguments of a direct call of a local function to
+// its parameters: a parameter comes from KEYS only when every call passes
+// an entry of KEYS (or the KEYS table) in its place. A missing argument is
+// nil, which is neither.
+func (l *linter) callArgs(f *lvar, args []ast.Expr) {
+	vals := l.values(args, len(f.params))
+	for i, p := range f.params {
+		p.keys = p.keys && vals[i].keys
+		p.keysTable = p.keysTable && vals[i].keysTable
+	}
 }
 
 // values tells, for each of n targets, what the alias tracking knows of the
@@ -557,7 +606,10 @@ func (l *linter) expr(e ast.Expr) {
 		l.expr(e.Object)
 		l.expr(e.Key)
 	case *ast.FuncCallExpr:
-		if e.Func != nil {
+		var callee *lvar
+		if id, ok := e.Func.(*ast.IdentExpr); ok {
+			callee = l.readAs(id, true)
+		} else if e.Func != nil {
 			l.expr(e.Func)
 		} else {
 			l.expr(e.Receiver)
@@ -566,13 +618,16 @@ func (l *linter) expr(e ast.Expr) {
 			l.expr(a)
 		}
 		l.checkCall(e)
+		if callee != nil && callee.params != nil {
+			l.callArgs(callee, e.Args)
+		}
 	case *ast.TableExpr:
 		for _, f := range e.Fields {
 			l.expr(f.Key)
 			l.expr(f.Value)
 		}
 	case *ast.FunctionExpr:
-		l.function(e, false)
+		l.function(e, false, nil)
 	case *ast.LogicalOpExpr:
 		l.expr(e.Lhs)
 		l.expr(e.Rhs)
@@ -595,17 +650,24 @@ func (l *linter) expr(e ast.Expr) {
 }
 
 // read handles a name read as a value.
-func (l *linter) read(id *ast.IdentExpr) {
+func (l *linter) read(id *ast.IdentExpr) { l.readAs(id, false) }
+
+// readAs handles a name read as a value, or as the function of a call when
+// call is set. It returns the local the name refers to, nil for a global.
+func (l *linter) readAs(id *ast.IdentExpr, call bool) *lvar {
 	tok := l.match(id.Value, id.Line(), id.Line())
 	l.identTok[id] = tok
 	if v := l.lookup(id.Value); v != nil {
 		v.reads++
-		return
+		if !call && v.params != nil {
+			l.escape(v) // the function may be called out of sight
+		}
+		return v
 	}
 	name := id.Value
 	if msg, ok := forbidden[name]; ok {
 		l.report(tok, id.Line(), RuleForbiddenCall, Error, "%s", msg)
-		return
+		return nil
 	}
 	switch {
 	case name == "KEYS":
@@ -616,6 +678,7 @@ func (l *linter) read(id *ast.IdentExpr) {
 		l.report(tok, id.Line(), RuleUndefinedGlobal, Error,
 			"undefined global %s: a Redis script sees only its locals and the globals Redis provides; declare it with local or check the spelling", name)
 	}
+	return nil
 }
 
 // index handles KEYS[key] or ARGV[key]; tok is the token of KEYS or ARGV.
@@ -723,6 +786,11 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 		if id := leftmostIdent(arg); id != nil {
 			if t, ok := l.identTok[id]; ok && t >= 0 {
 				tok = t
+			}
+		}
+		if id, ok := arg.(*ast.IdentExpr); ok {
+			if v := l.lookup(id.Value); v != nil && v.kind == varParam {
+				which += fmt.Sprintf(" (parameter %s: a parameter is a key only when its local function is only ever called, by name, with a KEYS entry in its place)", id.Value)
 			}
 		}
 		l.report(tok, c.Line(), RuleNonKeyArgument, Error,

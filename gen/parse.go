@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -20,7 +21,7 @@ const (
 	RuleFolder    = "folder"    // the source folder is missing, unreadable or empty
 	RuleEncoding  = "encoding"  // a file is not UTF-8
 	RuleCRLF      = "crlf"      // CRLF line endings (warning: they change the SHA1)
-	RuleHeader    = "header"    // an annotation is malformed, unknown or misplaced
+	RuleHeader    = "header"    // an annotation is malformed, unknown or misplaced; luagen:ignore names no rule it silences
 	RuleName      = "name"      // a script or parameter name gives no Go identifier
 	RuleDuplicate = "duplicate" // two scripts or parameters map to one Go name
 	RuleShebang   = "shebang"   // a #! first line that Redis would reject
@@ -28,7 +29,10 @@ const (
 
 var (
 	tagLine    = regexp.MustCompile(`^--+\s*@([A-Za-z_-]*)\s*(.*)$`)
-	ignoreMark = regexp.MustCompile(`--.*\bluagen:ignore\b([ \t]+[a-z0-9-]+(?:[ \t]*,[ \t]*[a-z0-9-]+)*)?`)
+	ignoreMark = regexp.MustCompile(`--.*\bluagen:ignore\b([ \t]+[A-Za-z0-9_-]+(?:[ \t]*,[ \t]*[A-Za-z0-9_-]+)*)?`)
+	// ignoreText is the luagen:ignore comment at the end of a header line,
+	// with the "--" that opens it unless that is the line's own.
+	ignoreText = regexp.MustCompile(`(?:[ \t]*--+)?[ \t]*\bluagen:ignore\b.*$`)
 	knownTags  = []string{"name", "key", "arg", "return", "flag"}
 	flagNames  = []string{"read-only", "idempotent"}
 	returnType = regexp.MustCompile(`^(\[\])?([a-z]+)(\?)?$`)
@@ -42,6 +46,10 @@ var (
 func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
 	cfg = cfg.withDefaults()
 	var diags []Diagnostic
+	if bad := unsafePath(cfg.Src); bad != "" {
+		return nil, []Diagnostic{{File: strconv.Quote(cfg.Src), Rule: RuleFolder,
+			Message: fmt.Sprintf("source folder %q holds %s: the path is written into the generated Go code; rename the folder", cfg.Src, bad)}}
+	}
 	entries, err := fs.ReadDir(fsys, cfg.Src)
 	if err != nil {
 		msg := err.Error()
@@ -56,6 +64,11 @@ func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
 			continue
 		}
 		file := path.Join(cfg.Src, e.Name())
+		if bad := unsafePath(e.Name()); bad != "" {
+			diags = append(diags, Diagnostic{File: cfg.Src, Rule: RuleName,
+				Message: fmt.Sprintf("file name %q holds %s: the path is written into the generated Go code; rename the file", e.Name(), bad)})
+			continue
+		}
 		src, err := fs.ReadFile(fsys, file)
 		if err != nil {
 			diags = append(diags, Diagnostic{File: file, Rule: RuleFolder, Message: err.Error()})
@@ -73,6 +86,22 @@ func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
 	diags = append(diags, checkNames(scripts)...)
 	SortDiagnostics(diags)
 	return scripts, diags
+}
+
+// unsafePath describes what makes a path unfit for the comments and string
+// literals of generated Go code: invalid UTF-8, or a control or otherwise
+// invisible character (a line break would end a comment). It returns ""
+// for a path that is fit.
+func unsafePath(p string) string {
+	if !utf8.ValidString(p) {
+		return "bytes that are not UTF-8"
+	}
+	for _, r := range p {
+		if !unicode.IsGraphic(r) {
+			return fmt.Sprintf("the character %U, which is a control or invisible character", r)
+		}
+	}
+	return ""
 }
 
 // parseScript reads the header of one file. It returns nil when the file
@@ -123,14 +152,19 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 	for i := first; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		n := i + 1
-		if m := ignoreMark.FindStringSubmatch(lines[i]); m != nil {
-			var rules []string
-			for _, r := range strings.Split(m[1], ",") {
-				if r = strings.TrimSpace(r); r != "" {
-					rules = append(rules, r)
-				}
+		if m := ignoreMark.FindStringSubmatchIndex(lines[i]); m != nil {
+			rules := ignoredRules(lines[i], m, func(col int, format string, a ...any) {
+				diags = append(diags, Diagnostic{File: file, Line: n, Col: col, Rule: RuleHeader, Message: fmt.Sprintf(format, a...)})
+			})
+			if rules != nil {
+				s.ignores[n] = rules
 			}
-			s.ignores[n] = rules
+			// The comment is no part of the header's text.
+			line = strings.TrimSpace(ignoreText.ReplaceAllString(line, ""))
+			if inHeader && strings.Trim(line, "-") == "" {
+				s.HeaderEnd = n
+				continue // a header line that holds nothing but the comment
+			}
 		}
 		isComment := strings.HasPrefix(line, "--") && !strings.HasPrefix(line, "--[[") && !strings.HasPrefix(line, "--[=")
 		if inHeader && !(isComment || line == "") {
@@ -159,6 +193,47 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		add(1, RuleHeader, "missing @return: declare the reply, for example \"-- @return int\" or \"-- @return nil\"")
 	}
 	return s, diags
+}
+
+// ignoredRules reads the rules a luagen:ignore comment names, m being the
+// submatch index of ignoreMark in line: an empty list for a comment that
+// names none (it silences every rule), nil when it names only rules it
+// cannot silence. It reports, at their column, the names that are no rule
+// luagen:ignore can silence.
+func ignoredRules(line string, m []int, report func(col int, format string, a ...any)) []string {
+	if m[2] < 0 {
+		return []string{}
+	}
+	var rules []string
+	at := m[2]
+	for _, r := range strings.Split(line[m[2]:m[3]], ",") {
+		col := at + len(r) - len(strings.TrimLeft(r, " \t")) + 1
+		at += len(r) + 1
+		r = strings.TrimSpace(r)
+		switch {
+		case slices.Contains(silenceable(), r):
+			rules = append(rules, r)
+		case slices.Contains(unsilenceable, r):
+			report(col, "luagen:ignore %s: %s findings cannot be silenced (rules that can: %s)", r, r, strings.Join(silenceable(), ", "))
+		default:
+			report(col, "luagen:ignore names unknown rule %q (rules that can be silenced: %s)", r, strings.Join(silenceable(), ", "))
+		}
+	}
+	return rules
+}
+
+// unsilenceable are the rules whose findings luagen:ignore cannot drop.
+var unsilenceable = []string{RuleSyntax, RuleFolder, RuleEncoding, RuleCRLF, RuleHeader, RuleName, RuleDuplicate, RuleShebang}
+
+// silenceable lists, in the order of Rules, the rules luagen:ignore drops.
+func silenceable() []string {
+	var names []string
+	for _, r := range Rules {
+		if !slices.Contains(unsilenceable, r.Name) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, ...any)) {
@@ -304,7 +379,7 @@ func checkShebang(line string) string {
 }
 
 // reserved are the names of the shared generated file.
-var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "Retry": true}
+var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true}
 
 // checkNames validates script names and finds Go identifiers declared twice.
 func checkNames(scripts []*Script) []Diagnostic {

@@ -128,6 +128,9 @@ var FairForceReleaseScript = &Script{
 // request id, so a repeated call does not delete the next owner's lock.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use FairForceReleaseCmd and
+// FairForceReleaseResult.
 //
 // Reply (bool): true when a lock was deleted
 func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) (bool, error) {

@@ -133,6 +133,9 @@ var FairLeaveScript = &Script{
 // its deadline is cut to one wait budget from now (see fair_acquire).
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use FairLeaveCmd and
+// FairLeaveResult.
 //
 // Reply (bool): true when the waiter was in the queue
 func FairLeave(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLeaveArgs) (bool, error) {

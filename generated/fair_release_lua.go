@@ -166,6 +166,9 @@ var FairReleaseScript = &Script{
 // is cut to one wait budget from now (see fair_acquire).
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use FairReleaseCmd and
+// FairReleaseResult.
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) (*int64, error) {

@@ -125,6 +125,9 @@ var LockAcquireScript = &Script{
 // value, which costs every acquisition a dozen allocations.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use LockAcquireCmd and
+// LockAcquireResult.
 //
 // Reply (int): 0 when the lock is held with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) (int64, error) {

@@ -91,6 +91,9 @@ var LockForceReleaseScript = &Script{
 // instead of deleting the lock of the next owner.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use LockForceReleaseCmd and
+// LockForceReleaseResult.
 //
 // Reply (bool): true when a lock was deleted
 func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) (bool, error) {

@@ -114,6 +114,9 @@ var LockReleaseScript = &Script{
 // is deleted and "0" is published on the release channel, as Redisson does.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use LockReleaseCmd and
+// LockReleaseResult.
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) (*int64, error) {

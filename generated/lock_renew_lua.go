@@ -79,6 +79,9 @@ var LockRenewScript = &Script{
 // wiped by a restart. All keys of one call must share a cluster slot.
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use LockRenewCmd and
+// LockRenewResult.
 //
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner no longer holds it
 func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) ([]int64, error) {

@@ -54,6 +54,9 @@ var LockStatusScript = &Script{
 // LockStatus runs lua/lock_status.lua: reads the state of a lock as one owner sees it, in one round trip.
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
+// returns an error wrapping ErrPipeline. In pipelines use LockStatusCmd and
+// LockStatusResult.
 //
 // Reply ([]int): {1 if the lock exists else 0, hold count of the owner, PTTL in ms (-2: no lock, -1: no expiry)}
 func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) ([]int64, error) {

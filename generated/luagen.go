@@ -42,6 +42,16 @@ type Script struct {
 	Idempotent bool     // retried on transient errors
 }
 
+// ErrPipeline is the cause of the error that Run, Load, LoadAll and the
+// script functions return when given a pipeline (a redis.Pipeliner, as
+// from Pipeline, TxPipeline, Pipelined or TxPipelined): a pipeline only
+// queues commands, so they could neither read the reply nor recover from
+// NOSCRIPT, and would return a zero value with no error. In a pipeline,
+// queue a script with its Cmd function (or Script.Cmd) and read the reply
+// with its Result function once the pipeline has run; load the scripts
+// first with LoadAll on the client, not on the pipeline.
+var ErrPipeline = errors.New("cannot run in a pipeline, which only queues commands: queue the script with its Cmd function, read the reply with its Result function after Exec, and load the scripts beforehand with LoadAll on the client")
+
 // Error is the error of a script call: it names the script and wraps the
 // cause, so errors.Is and errors.As see redis.Nil, context errors and
 // network errors through it.
@@ -70,8 +80,14 @@ var Retry = struct {
 // Run runs the script with EVALSHA (EVALSHA_RO when read-only). When Redis
 // answers NOSCRIPT it loads the script with SCRIPT LOAD and runs EVALSHA
 // again; it never sends the source with EVAL. The reply is go-redis's
-// untyped value; the generated wrappers convert it.
+// untyped value, and Redis's errors come as go-redis returns them; the
+// generated wrappers convert both. Its own errors (a failed load, a
+// pipeline) are *Error. Given a redis.Pipeliner it sends nothing and
+// returns an *Error wrapping ErrPipeline: use Cmd in pipelines.
 func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
+	if _, ok := c.(redis.Pipeliner); ok {
+		return nil, &Error{Script: s.Name, Err: ErrPipeline}
+	}
 	attempts := 1
 	if s.Idempotent {
 		attempts = max(Retry.Attempts, 1)
@@ -106,8 +122,9 @@ func (s *Script) run(ctx context.Context, c redis.Scripter, keys []string, args 
 }
 
 // Cmd sends the script's EVALSHA (or EVALSHA_RO) once, with no NOSCRIPT
-// recovery and no retry. In a pipeline the command is only queued: load the
-// scripts first with LoadAll.
+// recovery and no retry. In a pipeline the command is only queued, and its
+// reply is there once the pipeline has run: load the scripts first with
+// LoadAll on the client.
 func (s *Script) Cmd(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
 	if s.ReadOnly {
 		return c.EvalShaRO(ctx, s.SHA1, keys, args...)
@@ -116,8 +133,13 @@ func (s *Script) Cmd(ctx context.Context, c redis.Scripter, keys []string, args 
 }
 
 // Load loads the script with SCRIPT LOAD (on every master of a cluster
-// client) and checks that Redis names it by the SHA1 luagen computed.
+// client) and checks that Redis names it by the SHA1 luagen computed. Given
+// a redis.Pipeliner it sends nothing and returns an *Error wrapping
+// ErrPipeline: a queued SCRIPT LOAD could not be checked.
 func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
+	if _, ok := c.(redis.Pipeliner); ok {
+		return &Error{Script: s.Name, Err: fmt.Errorf("script load: %w", ErrPipeline)}
+	}
 	sha, err := c.ScriptLoad(ctx, s.Source).Result()
 	if err != nil {
 		return &Error{Script: s.Name, Err: fmt.Errorf("script load: %w", err)}
@@ -130,8 +152,12 @@ func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
 
 // LoadAll loads every script of the package, for deploys and before
 // pipelines, where NOSCRIPT cannot be recovered. It tries every script and
-// returns the errors joined.
+// returns the errors joined. Call it on the client, not on a pipeline: given
+// a redis.Pipeliner it returns ErrPipeline and sends nothing.
 func LoadAll(ctx context.Context, c redis.Scripter) error {
+	if _, ok := c.(redis.Pipeliner); ok {
+		return fmt.Errorf("load all: %w", ErrPipeline)
+	}
 	var errs []error
 	for _, s := range Scripts {
 		errs = append(errs, s.Load(ctx, c))
@@ -161,8 +187,13 @@ func transient(err error) bool {
 }
 
 // convert turns a reply into a wrapper's typed result, naming the script in
-// every error. A nil reply reaches f as nil.
+// every error, once: an *Error of the script (from Run) is returned as is.
+// A nil reply reaches f as nil.
 func convert[T any](s *Script, v any, err error, f func(any) (T, error)) (T, error) {
+	var zero T
+	if e, ok := err.(*Error); ok && e.Script == s.Name {
+		return zero, err
+	}
 	if errors.Is(err, redis.Nil) {
 		v, err = nil, nil
 	}
@@ -172,7 +203,6 @@ func convert[T any](s *Script, v any, err error, f func(any) (T, error)) (T, err
 			return r, nil
 		}
 	}
-	var zero T
 	return zero, &Error{Script: s.Name, Err: err}
 }
 

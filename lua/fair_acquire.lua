@@ -6,8 +6,9 @@
 -- purged first. The lock goes to a caller only when it is free and the queue
 -- is empty or headed by the caller; every waiter left then moves up one
 -- place, so its deadline shrinks by one wait budget. A queued caller that
--- asks again renews its own deadline to lock's PTTL + position x budget from
--- now, so a live waiter is never purged (Redisson #3004).
+-- asks again renews its own deadline: one budget after the one ahead's, at
+-- least one budget past the lock's expiry, so a live waiter is never purged
+-- (Redisson #3004).
 --
 -- Whenever the head of the queue changes (the head took the lock, or stale
 -- heads were purged), the new head is woken on its own channel, so that it
@@ -126,19 +127,30 @@ end
 if head and free then
   hurry(head)
 end
-if head and purged then
+if head and purged and head ~= field then
+  -- (The caller, when it is the new head, learns it from this reply.)
   redis.call(publish, channel .. ':' .. head, 0)
 end
 
 local pttl = math.max(redis.call('pttl', lock), 0)
 local pos = redis.call('lpos', queue, field)
 if pos then
-  -- Queued already: renew the deadline and wait for the one ahead.
-  redis.call('zadd', timeouts, now + pttl + (pos + 1) * wait, field)
+  -- Queued already: renew the deadline and wait for the one ahead. The
+  -- deadline chains on the one ahead's, as a newcomer's does, but lies at
+  -- least one budget past the lock's expiry, so that a live waiter is never
+  -- purged (Redisson #3004), and at most PTTL + (position + 1) x budget from
+  -- now. (A full budget for every place ahead would leave it too far out
+  -- once a dead waiter ahead is purged at its deadline.)
   if pos == 0 then
+    redis.call('zadd', timeouts, now + pttl + wait, field)
     return math.max(pttl, 1)
   end
   local ahead = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, pos - 1)))
+  local deadline = now + pttl + (pos + 1) * wait
+  if ahead then
+    deadline = math.min(deadline, math.max(ahead + wait, now + pttl + wait))
+  end
+  redis.call('zadd', timeouts, deadline, field)
   return math.max((ahead or now) - now, 1)
 end
 

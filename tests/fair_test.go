@@ -536,29 +536,46 @@ func TestFairAcquire_deadlineDrift(t *testing.T) {
 	})
 }
 
+// ftClock is a miniredis whose clock (TIME, TTLs) only the test moves,
+// from t0 (ms since the epoch); now is its current time.
+type ftClock struct {
+	mr      *miniredis.Miniredis
+	rdb     *redis.Client
+	t0, now int64
+}
+
+func ftDrivenClock(t *testing.T) *ftClock {
+	t.Helper()
+	c := &ftClock{mr: miniredis.RunT(t), t0: 1_700_000_000_000}
+	c.now = c.t0
+	c.mr.SetTime(time.UnixMilli(c.t0))
+	c.rdb = redis.NewClient(&redis.Options{Addr: c.mr.Addr()})
+	t.Cleanup(func() { _ = c.rdb.Close() })
+	return c
+}
+
+// advance moves the clock by d and expires what d outlives.
+func (c *ftClock) advance(d time.Duration) {
+	c.now += d.Milliseconds()
+	c.mr.SetTime(time.UnixMilli(c.now))
+	c.mr.FastForward(d)
+}
+
 // TestFairAcquire_drivenClock runs the drift scenario on a miniredis whose
 // clock the test drives (TIME and TTLs), so every value is exact, then
 // jumps the clock: a queued waiter that asks again keeps or renews its
-// deadline to PTTL + position × wait from now, and is never purged while it
-// keeps asking (Redisson #3004); abandoned waiters are purged once their
-// deadline has passed and the next waiter gets the lock.
+// deadline (one wait after the one ahead's, at least one wait past the
+// lock's expiry, at most PTTL + (position + 1) × wait from now), and is
+// never purged while it keeps asking (Redisson #3004); abandoned waiters are
+// purged once their deadline has passed and the next waiter gets the lock.
 func TestFairAcquire_drivenClock(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	t0 := time.UnixMilli(1_700_000_000_000)
-	mr.SetTime(t0)
-	now := t0
-	advance := func(d time.Duration) {
-		now = now.Add(d)
-		mr.SetTime(now)
-		mr.FastForward(d)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	clk := ftDrivenClock(t)
+	rdb, advance := clk.rdb, clk.advance
 	ctx := context.Background()
 	name := uniqueName(t)
 	k := ftKeysOf(name)
-	T0 := t0.UnixMilli()
+	T0 := clk.t0
 
 	ftDrift(t, rdb, k, 0)
 	s := ftMustSnapshot(t, rdb, k)
@@ -626,25 +643,25 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 		advance(at)
 		r, err := ftAcquire(ctx, rdb, k, "fake:5", ftDriftLease, ftDriftWait)
 		if err != nil || r == nil {
-			t.Fatalf("fake:5 asks at T0%+dms = %v, %v; want a wait", now.UnixMilli()-T0, ftPtr(r), err)
+			t.Fatalf("fake:5 asks at T0%+dms = %v, %v; want a wait", clk.now-T0, ftPtr(r), err)
 		}
-		pttl := T0 + 66_000 - now.UnixMilli()
+		pttl := T0 + 66_000 - clk.now
 		if *r != pttl {
-			t.Errorf("fake:5 at T0%+dms told to wait %d, want the lock's PTTL %d", now.UnixMilli()-T0, *r, pttl)
+			t.Errorf("fake:5 at T0%+dms told to wait %d, want the lock's PTTL %d", clk.now-T0, *r, pttl)
 		}
 		s = ftMustSnapshot(t, rdb, k)
 		if !slices.Equal(s.queue, []string{"fake:5"}) {
-			t.Fatalf("queue at T0%+dms %q, want [fake:5]", now.UnixMilli()-T0, s.queue)
+			t.Fatalf("queue at T0%+dms %q, want [fake:5]", clk.now-T0, s.queue)
 		}
 		if got, want := s.scores["fake:5"], T0+66_000+ftDriftWait; got != want {
-			t.Errorf("fake:5 deadline at T0%+dms = T0%+d, want T0%+d", now.UnixMilli()-T0, got-T0, want-T0)
+			t.Errorf("fake:5 deadline at T0%+dms = T0%+d, want T0%+d", clk.now-T0, got-T0, want-T0)
 		}
 	}
 
 	// fake:5 is abandoned now, and fake:4's lease runs out (T0+66s). Once
 	// fake:5's deadline (T0+71s) has passed, a newcomer purges it and takes
 	// the free lock at once.
-	advance(time.Duration(T0+71_001-now.UnixMilli()) * time.Millisecond)
+	advance(time.Duration(T0+71_001-clk.now) * time.Millisecond)
 	if r, err := ftAcquire(ctx, rdb, k, "fake:6", ftDriftLease, ftDriftWait); err != nil || r != nil {
 		t.Fatalf("fake:6 acquire at T0+71.001s = %v, %v; want nil (acquired)", ftPtr(r), err)
 	}
@@ -1701,7 +1718,7 @@ func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 		}
 		now := time.Now().UnixMilli()
 		if got := ftMustSnapshot(t, rdb, k).scores["j"]; got < now+lease+3*wait-500 {
-			t.Errorf("j's deadline is %+d ms from now, want about lease + 4 waits (%d)", got-now, lease+4*wait)
+			t.Errorf("j's deadline is %+d ms from now, want at least about lease + 3 waits (%d)", got-now, lease+3*wait)
 		}
 		// The holder releases and the head takes the lock: every deadline
 		// drops by one wait. j must still be queued, ahead of k.
@@ -1718,6 +1735,123 @@ func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 		// "dead", the head now and stale, is purged; j is not.
 		if want := []string{"j", "k"}; !slices.Equal(s.queue, want) {
 			t.Errorf("queue %q, want %q (j keeps its place)", s.queue, want)
+		}
+		rdb.Del(ctx, k.lock, k.queue, k.timeouts)
+	})
+}
+
+// TestFairAcquire_renewedDeadlineAfterPurge: a waiter that asks again
+// behind a waiter that then dies keeps a deadline within PTTL + budget ×
+// (position + 1) from now once the dead one is purged at its deadline, and
+// so does a newcomer that chains on it. (Counting a full budget for each
+// place ahead at the renewal left it one budget too far out.)
+func TestFairAcquire_renewedDeadlineAfterPurge(t *testing.T) {
+	t.Parallel()
+	clk := ftDrivenClock(t)
+	rdb, advance := clk.rdb, clk.advance
+	ctx := context.Background()
+	k := ftKeysOf(uniqueName(t))
+	const lease, wait = 30_000, 2_000
+	T0 := clk.t0
+	acquire := func(field string, queued bool) {
+		t.Helper()
+		r, err := ftAcquire(ctx, rdb, k, field, lease, wait)
+		if err != nil || (r != nil) != queued {
+			t.Fatalf("%s at T0%+d = %v, %v; want queued %v", field, clk.now-T0, ftPtr(r), err, queued)
+		}
+	}
+	acquire("holder", false)
+	acquire("dead", true) // deadline T0+32s, never asks again
+	acquire("live", true) // T0+34s
+	advance(20 * time.Second)
+	acquire("holder", false) // the holder's lease is renewed: expiry T0+50s
+	acquire("live", true)    // renews behind "dead"
+	if got := ftMustSnapshot(t, rdb, k).scores["live"]; got != T0+52_000 {
+		t.Errorf("live's renewed deadline = T0%+d, want T0+52000 (one budget past the lock's expiry)", got-T0)
+	}
+	advance(13 * time.Second) // T0+33s: "dead" is past its deadline
+	acquire("new", true)
+	s := ftMustSnapshot(t, rdb, k)
+	if want := []string{"live", "new"}; !slices.Equal(s.queue, want) {
+		t.Fatalf("queue %q, want %q (dead purged)", s.queue, want)
+	}
+	pttl := T0 + 50_000 - clk.now
+	for i, f := range s.queue {
+		if limit := clk.now + pttl + int64(i+1)*wait; s.scores[f] > limit {
+			t.Errorf("%s at position %d: deadline T0%+d, over PTTL + %d budgets from now (T0%+d)", f, i, s.scores[f]-T0, i+1, limit-T0)
+		}
+	}
+	// "live" keeps asking while the lock is held past its first deadline:
+	// it is never purged.
+	for range 3 {
+		advance(time.Second)
+		acquire("live", true)
+	}
+	if got := ftMustSnapshot(t, rdb, k).queue; !slices.Equal(got, []string{"live", "new"}) {
+		t.Errorf("queue %q, want live then new", got)
+	}
+}
+
+// TestFairAcquire_noSelfWake: a waiter whose call purges the dead waiters
+// ahead of it learns from the reply that it is the head; the script does not
+// also publish to its own channel (which would only cost it another call).
+// A waiter made head by someone else's call is woken on its channel.
+func TestFairAcquire_noSelfWake(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := context.Background()
+		k := ftKeysOf(uniqueName(t))
+		const lease, wait = 30_000, 2_000
+		for _, f := range []string{"holder", "dead", "me", "dead2", "other"} {
+			if _, err := ftAcquire(ctx, rdb, k, f, lease, wait); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+		}
+		sub := rdb.Subscribe(ctx, k.channel+":me", k.channel+":other")
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil { // first confirmation
+			t.Fatal(err)
+		}
+		if _, err := sub.Receive(ctx); err != nil { // second confirmation
+			t.Fatal(err)
+		}
+		past := float64(time.Now().UnixMilli() - 1_000)
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: past, Member: "dead"}, redis.Z{Score: past, Member: "dead2"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ftAcquire(ctx, rdb, k, "me", lease, wait)
+		if err != nil || r == nil {
+			t.Fatalf("me = %v, %v; want queued", ftPtr(r), err)
+		}
+		if q := ftMustSnapshot(t, rdb, k).queue; q[0] != "me" {
+			t.Fatalf("queue %q, want me at the head", q)
+		}
+		// The holder releases and "me" takes the lock: "dead2", the head
+		// now and stale, is purged by the next call, someone else's.
+		if r, err := ftRelease(ctx, rdb, k, "holder", lease); err != nil || r == nil {
+			t.Fatalf("holder release = %v, %v", ftPtr(r), err)
+		}
+		if r, err := ftAcquire(ctx, rdb, k, "me", lease, wait); err != nil || r != nil {
+			t.Fatalf("me acquires = %v, %v", ftPtr(r), err)
+		}
+		if r, err := ftAcquire(ctx, rdb, k, "late", lease, wait); err != nil || r == nil {
+			t.Fatalf("late queues = %v, %v", ftPtr(r), err)
+		}
+		var got []string
+		timeout := time.After(300 * time.Millisecond)
+	recv:
+		for {
+			select {
+			case m := <-sub.Channel():
+				got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
+			case <-timeout:
+				break recv
+			}
+		}
+		// "me" was woken once, by the release (it was the head then);
+		// "other" when the call of "late" purged "dead2" ahead of it.
+		if want := []string{"me", "other"}; !slices.Equal(got, want) {
+			t.Errorf("messages on the waiters' channels %q, want %q", got, want)
 		}
 		rdb.Del(ctx, k.lock, k.queue, k.timeouts)
 	})

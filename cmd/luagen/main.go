@@ -19,7 +19,8 @@
 //	-src dir   the folder of .lua files (default "lua")
 //	-out dir   the folder of the generated package (default "generated")
 //	-pkg name  the package name of the generated files (default: the base
-//	           name of -out)
+//	           name of -out); a Go identifier other than _, a keyword, main
+//	           or init
 //
 // list takes -json to print a JSON array instead of a table. load takes
 // -addr (redis://host:port[/db], rediss://..., or plain host:port; default

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -84,13 +83,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	w.cfg.Package = o.pkg
 	switch o.cmd {
 	case "generate", "check":
-		if !token.IsIdentifier(o.pkg) {
+		if err := gen.CheckPackageName(o.pkg); err != nil {
 			if o.pkgSet {
-				c.errorf("-pkg %q is not a Go identifier", o.pkg)
+				c.errorf("-pkg: %v", err)
 				fmt.Fprint(stderr, usage)
 				return 2
 			}
-			c.errorf("package name %q, the base name of -out, is not a Go identifier: set -pkg", o.pkg)
+			c.errorf("%v; it is the base name of -out: set -pkg", err)
 			return 1
 		}
 		if o.cmd == "generate" {

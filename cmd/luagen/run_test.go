@@ -164,3 +164,36 @@ func runArchive(t *testing.T, a *txtar.Archive) {
 		return nil
 	})
 }
+
+// TestBadPackageName: -pkg (or the base name of -out, its default) must be a
+// package name Go code can import: no blank identifier, keyword, main or
+// init. Nothing is written.
+func TestBadPackageName(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string // the first line of stderr
+	}{
+		{[]string{"generate", "-pkg", "_"}, 2, `luagen: -pkg: package name "_" is the blank identifier, which names no package`},
+		{[]string{"check", "-pkg", "_"}, 2, `luagen: -pkg: package name "_" is the blank identifier, which names no package`},
+		{[]string{"generate", "-pkg", "func"}, 2, `luagen: -pkg: package name "func" is a Go keyword`},
+		{[]string{"generate", "-pkg", "main"}, 2, `luagen: -pkg: package name "main" would make a command, not a package to import`},
+		{[]string{"generate", "-pkg", "init"}, 2, `luagen: -pkg: package name "init" cannot be imported: init is reserved for init functions`},
+		{[]string{"generate", "-pkg", "1x"}, 2, `luagen: -pkg: package name "1x" is not a Go identifier`},
+		{[]string{"generate", "-out", "_"}, 1, `luagen: package name "_" is the blank identifier, which names no package; it is the base name of -out: set -pkg`},
+		{[]string{"generate", "-out", "type"}, 1, `luagen: package name "type" is a Go keyword; it is the base name of -out: set -pkg`},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			dir := scriptsDir(t)
+			_, stderr := runWant(t, tt.code, tt.args...)
+			if first, _, _ := strings.Cut(stderr, "\n"); first != tt.want {
+				t.Errorf("stderr starts with %q, want %q", first, tt.want)
+			}
+			for _, d := range []string{"generated", "_", "type"} {
+				if _, err := os.Stat(filepath.Join(dir, d)); err == nil {
+					t.Errorf("%s was written", d)
+				}
+			}
+		})
+	}
+}

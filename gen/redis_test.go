@@ -1,0 +1,164 @@
+package gen
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// The tests of this file check gen against Redis itself: a redis-server
+// started by tests/harness (skipped when the binary is missing, a failure
+// with LUALOCK_REQUIRE_REDIS=1) and, for the generated code, miniredis too.
+
+// TestEndToEnd generates the package of testdata/e2e/lua, builds it with
+// the test of testdata/e2e/e2e_test.go and runs that test against miniredis
+// and against a real redis-server: every @arg type reaches Lua encoded as
+// the README says, every kind of reply converts, pipelines are refused by
+// the run functions and work through Cmd and Result, and a failed load
+// names the script once.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs a generated package")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the generated code: %v", err)
+	}
+	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e")), Config{Src: "lua", Package: "e2e"})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	test, err := os.ReadFile(filepath.Join("testdata", "e2e", "e2e_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["e2e_test.go"] = test
+	// Inside the module, so that go-redis and miniredis resolve through its
+	// go.mod; the leading underscore keeps ./... patterns away from it.
+	dir, err := os.MkdirTemp("testdata", "_e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove %s: %v", dir, err)
+		}
+	})
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "e2e.test")
+	if out, err := exec.Command(goTool, "test", "-c", "-o", bin, "./"+filepath.ToSlash(dir)).CombinedOutput(); err != nil {
+		t.Fatalf("go test -c of the generated package: %v\n%s", err, out)
+	}
+	run := func(t *testing.T, addr string) {
+		cmd := exec.Command(bin, "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+addr)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the generated package's test failed: %v\n%s", err, out)
+		}
+		for _, name := range []string{"TestArgEncoding", "TestReturnTypes", "TestPipeline", "TestLoadErrorNamesScriptOnce"} {
+			if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+				t.Errorf("%s did not pass:\n%s", name, out)
+			}
+		}
+	}
+	t.Run("miniredis", func(t *testing.T) { run(t, "") })
+	t.Run("redis", func(t *testing.T) { run(t, harness.StartStandalone(t).Addr()) })
+}
+
+// redisClient starts a redis-server for one test and connects to it.
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	c := harness.StartStandalone(t).Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestGlobalsMatchRedis compares Globals with the globals a script sees in
+// Redis 7.0: the same names, plus load and loadstring (forbidden-call) and
+// Redis's internal __redis__err__handler.
+func TestGlobalsMatchRedis(t *testing.T) {
+	c := redisClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	version := redisVersion(t, c)
+	names, err := c.Eval(ctx, "local t = {} for k in pairs(_G) do t[#t + 1] = k end table.sort(t) return t", nil).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(Globals), "load", "loadstring", "__redis__err__handler")
+	slices.Sort(want)
+	if !strings.HasPrefix(version, "7.0.") {
+		t.Skipf("Globals follows Redis 7.0; this is Redis %s, whose globals are %q", version, names)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("Redis %s globals\n got %q\nwant %q (Globals, load, loadstring, __redis__err__handler)", version, names, want)
+	}
+	for name := range forbidden {
+		present := slices.Contains(names, name)
+		if present != (name == "load" || name == "loadstring") {
+			t.Errorf("forbidden %s: present in Redis %s = %v", name, version, present)
+		}
+	}
+}
+
+// TestSyntaxMatchesRedis: a script that Redis refuses to compile has a
+// syntax finding, and one it compiles has none, for the numerals gopher-lua
+// and Lua 5.1 read differently.
+func TestSyntaxMatchesRedis(t *testing.T) {
+	c := redisClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, body := range []string{
+		"return 1e", "return 1e+", "return 1E-", "local x = 1e y = 2\nreturn x", "return 1..2", "return 1.2.3",
+		"return 12abc", "return 0x", "return 0xfg", "return 1e5x", "return 1 .. 2",
+		"return 1", "return 1.5", "return .5", "return 5.", "return 1e3", "return 1E-3", "return 2.5e+2",
+		"return 1.e2", "return 0xff", "return 0XA", "return 0x1F", "return 0x1e+5", "return 3e2 + 1",
+		"return '1e' .. [[1..2]] -- 0x",
+	} {
+		src := "-- @return any\n" + body + "\n"
+		_, loadErr := c.ScriptLoad(ctx, src).Result()
+		if loadErr != nil && !strings.Contains(loadErr.Error(), "Error compiling script") {
+			t.Fatalf("SCRIPT LOAD %q: %v", body, loadErr)
+		}
+		s, _ := parseScript("lua/t.lua", []byte(src))
+		var syntax []Diagnostic
+		for _, d := range lintAST(s) {
+			if d.Rule == RuleSyntax {
+				syntax = append(syntax, d)
+			}
+		}
+		if (loadErr != nil) != (len(syntax) > 0) {
+			t.Errorf("%q: Redis says %v, lint says %v", body, loadErr, syntax)
+		}
+	}
+}
+
+func redisVersion(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	t.Fatalf("no redis_version in INFO server:\n%s", info)
+	return ""
+}

@@ -1,0 +1,11 @@
+-- Returns its ARGV entries as Redis received them, then what Lua's tonumber
+-- reads of the float, doubled and formatted with %.6f.
+--
+-- @arg    text   string  any text
+-- @arg    count  int     an integer
+-- @arg    ratio  float   a float
+-- @arg    on     bool    a boolean
+-- @arg    raw    bytes   raw bytes
+-- @return []string the five entries, then 2 * tonumber(ratio)
+-- @flag   read-only
+return {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], string.format('%.6f', 2 * tonumber(ARGV[3]))}

@@ -1,0 +1,198 @@
+package lualock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
+)
+
+// rtRedisErr is a Redis error reply made up by a test.
+type rtRedisErr string
+
+func (e rtRedisErr) Error() string { return string(e) }
+func (rtRedisErr) RedisError()     {}
+
+// rtFaults is a go-redis hook that fails the first n calls of one script
+// with err, without sending them, and counts the calls of each script
+// (single and pipelined) by SHA1.
+type rtFaults struct {
+	sha string
+	err error
+
+	mu        sync.Mutex
+	n         int
+	failed    int
+	calls     map[string]int
+	pipelines [][]string // the script SHAs of each pipeline
+}
+
+func (f *rtFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func rtSHA(cmd redis.Cmder) string {
+	if a := cmd.Args(); len(a) > 1 && strings.HasPrefix(cmd.Name(), "evalsha") {
+		s, _ := a[1].(string)
+		return s
+	}
+	return ""
+}
+
+func (f *rtFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		sha := rtSHA(cmd)
+		f.mu.Lock()
+		if f.calls == nil {
+			f.calls = map[string]int{}
+		}
+		f.calls[sha]++
+		fail := sha != "" && sha == f.sha && f.failed < f.n
+		if fail {
+			f.failed++
+		}
+		f.mu.Unlock()
+		if fail {
+			cmd.SetErr(f.err)
+			return f.err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *rtFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var shas []string
+		for _, c := range cmds {
+			shas = append(shas, rtSHA(c))
+		}
+		f.mu.Lock()
+		f.pipelines = append(f.pipelines, shas)
+		f.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// Transient errors met while acquiring (LOADING, TRYAGAIN, CLUSTERDOWN,
+// READONLY, a connection reset) are retried, past the retries of the
+// generated layer, until the lock is taken; a non-transient error is
+// returned at once and leaves nothing in Redis.
+func TestLock_Lock_transientErrorsRetried(t *testing.T) {
+	for _, ferr := range []error{
+		rtRedisErr("LOADING Redis is loading the dataset in memory"),
+		rtRedisErr("TRYAGAIN Multiple keys request during rehashing of slot"),
+		rtRedisErr("CLUSTERDOWN The cluster is down"),
+		rtRedisErr("READONLY You can't write against a read only replica."),
+		io.EOF,
+	} {
+		t.Run(strings.Fields(ferr.Error())[0], func(t *testing.T) {
+			ctx := t.Context()
+			_, rdb := lkMini(t)
+			// 7 failures: more than the generated layer's 3 attempts, so
+			// the lock's own backoff loop retries too.
+			f := &rtFaults{sha: generated.LockAcquireSHA1, err: ferr, n: 7}
+			rdb.AddHook(f)
+			c := lkClient(t, rdb, lualock.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+			l := c.NewLock("transient")
+			if err := l.TryLock(ctx, 5*time.Second); err != nil {
+				t.Fatalf("TryLock through 7 %q errors: %v", ferr, err)
+			}
+			f.mu.Lock()
+			failed, calls := f.failed, f.calls[generated.LockAcquireSHA1]
+			f.mu.Unlock()
+			// 8 calls, or 9 when the first one sent met NOSCRIPT and
+			// was run again after SCRIPT LOAD.
+			if failed != 7 || calls < 8 || calls > 9 {
+				t.Errorf("acquire script: %d failures, %d calls; want 7 and 8 (9 with a NOSCRIPT)", failed, calls)
+			}
+			if held, err := l.IsHeld(ctx); err != nil || !held {
+				t.Errorf("IsHeld = %v, %v; want true", held, err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock: %v", err)
+			}
+		})
+	}
+
+	t.Run("ERR", func(t *testing.T) {
+		ctx := t.Context()
+		_, rdb := lkMini(t)
+		boom := rtRedisErr("ERR boom")
+		f := &rtFaults{sha: generated.LockAcquireSHA1, err: boom, n: 100}
+		rdb.AddHook(f)
+		c := lkClient(t, rdb, lualock.Options{})
+		start := time.Now()
+		err := c.NewLock("fatal").TryLock(ctx, 5*time.Second)
+		if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fatal") {
+			t.Errorf("TryLock with ERR: %v, want the Redis error, naming the lock", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("TryLock with ERR returned after %v, want at once", took)
+		}
+		if f.failed != 1 {
+			t.Errorf("acquire script called %d times, want 1 (no retry)", f.failed)
+		}
+		if n, err := rdb.Exists(ctx, "fatal").Result(); err != nil || n != 0 {
+			t.Errorf("EXISTS fatal = %v, %v; want 0", n, err)
+		}
+	})
+}
+
+// The watchdog renews all the locks of a client with one script call per
+// batch of Options.RenewBatch locks, the batches of a round in one pipeline.
+func TestLock_Lock_watchdogBatches(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := lkMini(t)
+	f := &rtFaults{}
+	rdb.AddHook(f)
+	const locks, batch = 250, 100
+	c := lkClient(t, rdb, lualock.Options{WatchdogLease: 600 * time.Millisecond, RenewBatch: batch})
+	var held []*lualock.Lock
+	for i := range locks {
+		l := c.NewLock(fmt.Sprint("batched-", i))
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("Lock %d: %v", i, err)
+		}
+		held = append(held, l)
+	}
+	time.Sleep(700 * time.Millisecond) // three renewal periods of 200ms
+	f.mu.Lock()
+	var rounds []int
+	for _, p := range f.pipelines {
+		n := 0
+		for _, sha := range p {
+			if sha == generated.LockRenewSHA1 {
+				n++
+			}
+		}
+		if n > 0 {
+			rounds = append(rounds, n)
+		}
+	}
+	single := f.calls[generated.LockRenewSHA1]
+	f.mu.Unlock()
+	if len(rounds) < 2 {
+		t.Fatalf("%d renewal rounds in 700ms, want at least 2", len(rounds))
+	}
+	for i, n := range rounds {
+		if want := (locks + batch - 1) / batch; n != want {
+			t.Errorf("round %d sent %d renewal calls for %d locks, want %d", i, n, locks, want)
+		}
+	}
+	if single != 0 {
+		t.Errorf("%d renewal calls outside a round's pipeline", single)
+	}
+	t.Logf("%d locks, batches of %d: renewal calls per round %v", locks, batch, rounds)
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+}
