@@ -100,13 +100,16 @@ func (w *waiting) end(ctx context.Context) {
 	if w.acquired || (w.maybeHeld == 0 && !w.queued) {
 		return
 	}
+	// The clean-up may outlive the call: it copies what it needs, so that
+	// w stays on the caller's stack.
+	maybeHeld, lease, queued := w.maybeHeld, w.lease, w.queued
 	clean := func(ctx context.Context) error {
-		if w.maybeHeld > 0 {
-			if err := l.undo(ctx, w.maybeHeld, w.lease); err != nil {
+		if maybeHeld > 0 {
+			if err := l.undo(ctx, maybeHeld, lease); err != nil {
 				return err
 			}
 		}
-		if w.queued {
+		if queued {
 			return l.leaveQueue(ctx)
 		}
 		return nil
