@@ -196,3 +196,97 @@ func TestLock_Lock_watchdogBatches(t *testing.T) {
 		}
 	}
 }
+
+// rtHold is a go-redis hook that holds the calls of one script until open
+// is closed or the call's context ends.
+type rtHold struct {
+	sha     string
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (h *rtHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *rtHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *rtHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if rtSHA(cmd) == h.sha {
+			h.entered <- struct{}{}
+			select {
+			case <-h.open:
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A waiter that was woken by a release but gives up before acting on it
+// (here: its handle is busy with another call, and its context ends) hands
+// the wake-up to another waiter of the lock, which takes the lock at once
+// rather than at its fallback timer.
+func TestLock_Lock_unusedWakeUpPassedOn(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := lkMini(t)
+	hold := &rtHold{sha: generated.LockForceReleaseSHA1, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	rdb.AddHook(hold)
+	c := lkClient(t, rdb, lualock.Options{MaxWaitTimer: 30 * time.Second})
+	const name = "pass-on"
+	holder, first, second := c.NewLock(name), c.NewLock(name), c.NewLock(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	firstCtx, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Lock(firstCtx) }()
+	waitUntil(t, func() bool { return c.Stats().Waiters == 1 })
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.Lock(ctx) }()
+	waitUntil(t, func() bool { return c.Stats().Waiters == 2 })
+
+	// Keep the first waiter's handle busy: its next attempt will wait for it.
+	busyCtx, cancelBusy := context.WithCancel(ctx)
+	busyDone := make(chan error, 1)
+	go func() { _, err := first.ForceUnlock(busyCtx); busyDone <- err }()
+	<-hold.entered
+	// The release wakes the first waiter, the longest waiting; it then
+	// waits for its busy handle and gives up.
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancelFirst()
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first waiter: %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-secondDone:
+		if err != nil {
+			t.Fatalf("second waiter: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the second waiter did not get the free lock within 3s: the first waiter's wake-up was lost")
+	}
+	cancelBusy()
+	if err := <-busyDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("ForceUnlock held by the hook: %v, want context.Canceled", err)
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
