@@ -179,6 +179,20 @@ func ftCheckClean(t *testing.T, rdb redis.UniversalClient, name string, within t
 	if left := keysLeft(t, rdb, name, false); len(left) > 0 {
 		t.Errorf("keys left behind by %s: %q", name, left)
 	}
+	// And on the server: no channel of the lock keeps a subscriber (the
+	// unsubscriptions are sent in the background).
+	pattern := ftKeysOf(name).channel + "*"
+	for {
+		chs := lkChannels(t, rdb, pattern)
+		if len(chs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("channels of %s still subscribed in Redis: %q", name, chs)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // ftErrs collects the errors of worker goroutines, which must not call
