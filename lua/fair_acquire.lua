@@ -3,19 +3,23 @@
 -- The queue is a list of owner fields, head first; the deadlines are a sorted
 -- set of owner field -> ms since the epoch after which the waiter counts as
 -- gone. Time is Redis's own (TIME), never the caller's. Stale heads are
--- purged first. The lock goes to a caller only when it is free and the queue
--- is empty or headed by the caller; every waiter left then moves up one
--- place, so its deadline shrinks by one wait budget. A queued caller that
--- asks again renews its own deadline: one budget after the one ahead's, at
--- least one budget past the lock's expiry, so a live waiter is never purged
--- (Redisson #3004).
+-- purged first, but never the caller: a waiter that asks is alive. The lock
+-- goes to a caller only when it is free and the queue is empty or headed by
+-- the caller; every waiter left then moves up one place, so its deadline
+-- shrinks by one wait budget, yet a live one keeps at least three quarters
+-- of a budget from now: it is not told of the move, and the runtime asks
+-- again within half a budget. A
+-- queued caller that asks again renews its own deadline: one budget after
+-- the one ahead's, at least one budget past the lock's expiry, so a live
+-- waiter is never purged (Redisson #3004).
 --
 -- Whenever the head of the queue changes (the head took the lock, or stale
 -- heads were purged), the new head is woken on its own channel, so that it
 -- asks again and learns it is next: it then waits for the lock's PTTL, not for
 -- the deadline of a waiter that is gone. Whenever the lock is free and the
 -- head is not the caller, the head's deadline is cut to one wait budget from
--- now: a dead head holds the queue up for one budget at most.
+-- now, and the head is woken: a dead head holds the queue up for one budget
+-- at most.
 --
 -- As in lock_acquire, the caller names the hold count the call should leave,
 -- so a repeated call does not count a re-entry twice, and success is 0
@@ -61,22 +65,30 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- What a waiter that moves up keeps at least: it is not told, and asks
+-- again within half a budget.
+local keep = math.floor(wait * 3 / 4)
 
--- Purge the waiters whose deadline has passed (or that have none).
-local purged = false
-while true do
-  local head = redis.call('lindex', queue, 0)
-  if not head then
-    break
+-- Purges the waiters at the head whose deadline has passed (or that have
+-- none), but not the caller. Reports whether it purged any.
+local function purge()
+  local purged = false
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head or head == field then
+      return purged
+    end
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    if deadline and deadline > now then
+      return purged
+    end
+    redis.call('zrem', timeouts, head)
+    redis.call('lpop', queue)
+    purged = true
   end
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('zrem', timeouts, head)
-  redis.call('lpop', queue)
-  purged = true
 end
+
+local purged = purge()
 
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then
@@ -95,15 +107,6 @@ if current > 0 then
   return 0
 end
 
--- The lock is free and head is next: it has one wait budget to take it,
--- so a dead head holds the queue up for one budget at most.
-local function hurry(head)
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if not deadline or deadline > now + wait then
-    redis.call('zadd', timeouts, now + wait, head)
-  end
-end
-
 local head = redis.call('lindex', queue, 0)
 local free = redis.call('exists', lock) == 0
 if free and (not head or head == field) then
@@ -111,12 +114,30 @@ if free and (not head or head == field) then
     redis.call('lpop', queue)
   end
   redis.call('zrem', timeouts, field)
-  local waiters = redis.call('zrange', timeouts, 0, -1)
-  for i = 1, #waiters do
-    redis.call('zincrby', timeouts, -wait, waiters[i])
+  -- Everyone left moved up one place (see the header), in batched ZADDs.
+  local scores = redis.call('zrange', timeouts, 0, -1, 'withscores')
+  local batch = {}
+  for i = 1, #scores, 2 do
+    local deadline = tonumber(scores[i + 1])
+    if deadline > now then
+      deadline = math.max(deadline - wait, now + keep)
+    else
+      deadline = deadline - wait
+    end
+    batch[#batch + 1] = deadline
+    batch[#batch + 1] = scores[i]
+    if #batch == 1000 then
+      redis.call('zadd', timeouts, unpack(batch))
+      batch = {}
+    end
+  end
+  if #batch > 0 then
+    redis.call('zadd', timeouts, unpack(batch))
   end
   redis.call('hset', lock, field, 1)
   redis.call('pexpire', lock, lease)
+  -- Tell the new head it is next; a stale one would not hear it.
+  purge()
   local next = redis.call('lindex', queue, 0)
   if next then
     redis.call(publish, channel .. ':' .. next, 0)
@@ -124,10 +145,18 @@ if free and (not head or head == field) then
   return 0
 end
 
-if head and free then
-  hurry(head)
+-- The lock is free and head is next: it has one wait budget to take it, so
+-- a dead head holds the queue up for one budget at most, and it is woken
+-- (a waiter that saw the lease run out without a release may be asleep).
+local wake = head and purged and head ~= field
+if head and free and head ~= field then
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
+  if not deadline or deadline > now + wait then
+    redis.call('zadd', timeouts, now + wait, head)
+    wake = true
+  end
 end
-if head and purged and head ~= field then
+if wake then
   -- (The caller, when it is the new head, learns it from this reply.)
   redis.call(publish, channel .. ':' .. head, 0)
 end
@@ -140,7 +169,9 @@ if pos then
   -- least one budget past the lock's expiry, so that a live waiter is never
   -- purged (Redisson #3004), and at most PTTL + (position + 1) x budget from
   -- now. (A full budget for every place ahead would leave it too far out
-  -- once a dead waiter ahead is purged at its deadline.)
+  -- once a dead waiter ahead is purged at its deadline.) Behind a stale
+  -- waiter, which is purged only once it is the head, the caller waits for
+  -- the lock's PTTL: a release wakes the first live waiter.
   if pos == 0 then
     redis.call('zadd', timeouts, now + pttl + wait, field)
     return math.max(pttl, 1)
@@ -151,14 +182,19 @@ if pos then
     deadline = math.min(deadline, math.max(ahead + wait, now + pttl + wait))
   end
   redis.call('zadd', timeouts, deadline, field)
-  return math.max((ahead or now) - now, 1)
+  if ahead and ahead > now then
+    return math.max(ahead - now, 1)
+  end
+  return math.max(pttl, 1)
 end
 
 -- Join the back of the queue. As the reference, the deadline is the last
 -- waiter's plus one budget. But when the last waiter is stale (its deadline
 -- passed, not yet purged), chaining on it would leave the newcomer a single
 -- budget at a place further back, which a handoff would use up: it takes
--- the deadline a live chain gives its place, PTTL + position x budget.
+-- the deadline a live chain gives its place, PTTL + position x budget. The
+-- caller is not in the queue (LPOS said so), so it is pushed even when a
+-- deadline of its was left behind.
 local ttl = pttl
 local score = now + pttl + wait
 local last = redis.call('lindex', queue, -1)
@@ -168,11 +204,9 @@ if last then
     ttl = deadline - now
     score = deadline + wait
   else
-    ttl = 0
     score = now + pttl + (redis.call('llen', queue) + 1) * wait
   end
 end
-if redis.call('zadd', timeouts, score, field) == 1 then
-  redis.call('rpush', queue, field)
-end
+redis.call('zadd', timeouts, score, field)
+redis.call('rpush', queue, field)
 return math.max(ttl, 1)

@@ -3,9 +3,11 @@
 --
 -- Stale waiters are purged first, by Redis's clock, as in every fair script.
 -- Every waiter behind it moves up one place, so their deadlines shrink by
--- one wait budget. When the leaver was the head of the queue, the new head
--- is woken so that it asks again and learns it is next; if the lock is free,
--- its deadline is cut to one wait budget from now (see fair_acquire).
+-- one wait budget, but a live one keeps at least three quarters of a
+-- budget from now, as in fair_acquire: it is not told of the move. When the leaver was the head of
+-- the queue, the new head is woken so that it asks again and learns it is
+-- next; if the lock is free, its deadline is cut to one wait budget from now
+-- (see fair_acquire).
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -34,6 +36,9 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- What a waiter that moves up keeps at least: it is not told, and asks
+-- again within half a budget.
+local keep = math.floor(wait * 3 / 4)
 while true do
   local head = redis.call('lindex', queue, 0)
   if not head then
@@ -55,8 +60,14 @@ end
 
 local behind = redis.call('lrange', queue, pos + 1, -1)
 for i = 1, #behind do
-  if redis.call('zscore', timeouts, behind[i]) then
-    redis.call('zincrby', timeouts, -wait, behind[i])
+  local deadline = tonumber(redis.call('zscore', timeouts, behind[i]))
+  if deadline then
+    if deadline > now then
+      deadline = math.max(deadline - wait, now + keep)
+    else
+      deadline = deadline - wait
+    end
+    redis.call('zadd', timeouts, deadline, behind[i])
   end
 end
 redis.call('lrem', queue, 1, field)
