@@ -138,13 +138,37 @@ func (w *watchdog) run() {
 		case <-t.C:
 		}
 		next := every
-		if !w.renewAll() {
+		if !w.round() {
 			// Renewals fail: try again soon, and be awake when the first
 			// lease that was not renewed runs out.
 			next = max(min(retry, w.untilExpiry()), time.Millisecond)
 		}
 		w.expire()
 		t.Reset(next)
+	}
+}
+
+// round runs one renewal round in a goroutine of its own and waits for it,
+// meanwhile reporting lost the holds whose lease runs out: a call that hangs
+// (a Redis that stopped answering holds a go-redis call for its ReadTimeout
+// unless ContextTimeoutEnabled is set) must not delay a loss past the lease.
+// At close it still waits for the round, which the cancelled context or
+// go-redis's timeout ends. It returns false when some call failed.
+func (w *watchdog) round() bool {
+	res := make(chan bool, 1)
+	go func() { res <- w.renewAll() }()
+	for {
+		t := time.NewTimer(max(w.untilExpiry(), time.Millisecond))
+		select {
+		case ok := <-res:
+			t.Stop()
+			return ok
+		case <-t.C:
+			w.expire()
+		case <-w.stop:
+			t.Stop()
+			return <-res
+		}
 	}
 }
 

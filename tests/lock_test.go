@@ -1240,6 +1240,86 @@ func testRedisDown(t *testing.T, rdb redis.UniversalClient, s lkServer) {
 	}
 }
 
+// Scenario 15, hung: a Redis that stops answering (SIGSTOP: connections
+// stay open, nothing comes back). go-redis then holds a call until its
+// ReadTimeout (3s) unless ContextTimeoutEnabled is set, yet a held lock must
+// be reported lost about one lease after the pause, either way; with
+// ContextTimeoutEnabled, TryLock also keeps to its wait.
+func TestLock_Context_lostWhileRedisHangs(t *testing.T) {
+	s := harness.StartStandalone(t)
+	for _, ctxTimeout := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeout), func(t *testing.T) {
+			ctx := t.Context()
+			rdb := s.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = ctxTimeout })
+			t.Cleanup(func() { _ = rdb.Close() })
+			const lease = 600 * time.Millisecond
+			c, err := lualock.New(rdb, lualock.Options{WatchdogLease: lease})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			name := uniqueName(t)
+			l := c.NewLock(name)
+			if err := l.Lock(ctx); err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+			hold := l.Context()
+			if err := s.Pause(); err != nil {
+				t.Fatalf("Pause: %v", err)
+			}
+			paused := time.Now()
+			resumed := false
+			resume := func() {
+				if !resumed {
+					resumed = true
+					if err := s.Resume(); err != nil {
+						t.Errorf("Resume: %v", err)
+					}
+				}
+			}
+			defer resume()
+
+			if ctxTimeout {
+				start := time.Now()
+				err := c.NewLock(name).TryLock(ctx, 300*time.Millisecond)
+				took := time.Since(start)
+				t.Logf("TryLock(300ms) on a hung Redis: %v after %v", err, took)
+				if !errors.Is(err, lualock.ErrUnavailable) {
+					t.Errorf("TryLock on a hung Redis = %v, want ErrUnavailable", err)
+				}
+				if took > 450*time.Millisecond {
+					t.Errorf("TryLock(300ms) on a hung Redis returned after %v", took)
+				}
+			}
+			select {
+			case <-hold.Done():
+				lost := time.Since(paused)
+				t.Logf("Done fired %v after the pause (lease %v)", lost, lease)
+				if limit := lease + lease/3; lost > limit {
+					t.Errorf("Done fired %v after the pause, want within about one lease (%v)", lost, limit)
+				}
+			case <-time.After(5 * lease):
+				t.Fatalf("Done did not fire within %v of the pause", 5*lease)
+			}
+			if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrLockLost) {
+				t.Errorf("cause = %v, want ErrLockLost", cause)
+			}
+			if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+				t.Errorf("Unlock after the loss = %v, want ErrLockLost", err)
+			}
+			resume()
+			// The lease ran out while Redis hung. An acquisition that TryLock
+			// sent meanwhile may still run once Redis reads it and take the
+			// lock; nothing renews it, so it lapses within one lease.
+			if !lkEventually(lease+300*time.Millisecond, func() bool { return rdb.Exists(ctx, name).Val() == 0 }) {
+				t.Errorf("the lock still exists %v after Redis answers again", lease+300*time.Millisecond)
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+}
+
 func TestLock_Context_lostOnRestart(t *testing.T) {
 	lkPrivate(t, testRedisRestart)
 }
