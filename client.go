@@ -32,6 +32,7 @@ type Client struct {
 	holders atomic.Int64  // last holder id handed out
 	reqs    atomic.Uint64 // last unlock request number
 	closing chan struct{} // closed by Close
+	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
 	wd      *watchdog
 	subs    *subscriber
@@ -44,6 +45,13 @@ type Client struct {
 // *redis.ClusterClient or a failover client (Redis 7.0 or later). New sends
 // nothing to Redis. It returns ErrInvalid for a nil rdb, a *redis.Ring (its
 // pub/sub binds to one shard) or a bad option.
+//
+// Set ContextTimeoutEnabled in rdb's options: without it go-redis ignores
+// the deadlines of contexts while it waits for a reply, so on a Redis that
+// stops answering a call lasts its ReadTimeout (3s by default) whatever the
+// context or TryLock's wait say. The lost-lock signal does not depend on
+// it: a hold is reported lost when its lease runs out unrenewed, even while
+// a renewal call hangs.
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if rdb == nil || isNilPointer(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
@@ -63,7 +71,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{})}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
 	c.wd = newWatchdog(c)
 	c.subs = newSubscriber(c)
 	return c, nil
@@ -77,8 +85,9 @@ func (c *Client) ID() string { return c.id }
 // not unlock held locks. Holds under the watchdog stop being renewed and
 // expire after their lease; their Context is cancelled with ErrClosed. Holds
 // with a fixed lease stay valid until it runs out, when their Context ends
-// (cause ErrNotHeld). Close does not close the redis client. Calling it
-// again does nothing and returns nil.
+// (cause ErrNotHeld). Close does not close the redis client. It returns
+// the first error of closing a pub/sub connection, if any. Calling it again
+// waits until the first call is done and returns nil.
 func (c *Client) Close() error {
 	first := false
 	c.once.Do(func() {
@@ -87,8 +96,10 @@ func (c *Client) Close() error {
 		close(c.closing)
 	})
 	if !first {
+		<-c.done
 		return nil
 	}
+	defer close(c.done)
 	c.wd.close()
 	err := c.subs.close()
 	c.bgMu.Lock()
@@ -184,21 +195,27 @@ func uuid4() (string, error) {
 }
 
 // transient reports whether a Redis error may pass when the call is sent
-// again: network failures and the errors of a server loading data or of a
-// cluster or failover in progress. Context errors are not transient.
+// again: network failures, a full connection pool or server, and the errors
+// of a server loading data or of a cluster or failover in progress. Context
+// errors are not transient, nor is a host name that does not resolve (a
+// typo would otherwise make Lock retry forever).
 func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
 		return true
+	}
+	if dns := (*net.DNSError)(nil); errors.As(err, &dns) {
+		return !dns.IsNotFound
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return true
 	}
-	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY"} {
+	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "NOREPLICAS", "max number of clients"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

@@ -52,9 +52,13 @@ func Example() {
 }
 
 // A Client on a Redis Cluster. Every key of one lock shares the lock's hash
-// slot, so the scripts never fail with CROSSSLOT.
+// slot, so the scripts never fail with CROSSSLOT. ContextTimeoutEnabled
+// lets contexts bound calls on a Redis that stops answering.
 func ExampleNew_cluster() {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
+		ContextTimeoutEnabled: true,
+	})
 	defer rdb.Close()
 	client, err := lualock.New(rdb, lualock.Options{WatchdogLease: 10 * time.Second})
 	if err != nil {
@@ -66,7 +70,7 @@ func ExampleNew_cluster() {
 
 // Re-entry goes through the same handle; each Lock needs its Unlock.
 func ExampleClient_NewLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
 	client, _ := lualock.New(rdb, lualock.Options{})
 	defer client.Close()
 	ctx := context.Background()
@@ -83,7 +87,7 @@ func ExampleClient_NewLock() {
 // A fair lock serves waiters in the order they first asked, across
 // processes.
 func ExampleClient_NewFairLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
 	client, _ := lualock.New(rdb, lualock.Options{FairWait: time.Minute})
 	defer client.Close()
 	ctx := context.Background()
@@ -98,7 +102,7 @@ func ExampleClient_NewFairLock() {
 // TryLock waits at most the given time; ErrNotObtained says it was not
 // enough.
 func ExampleLock_TryLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
 	client, _ := lualock.New(rdb, lualock.Options{})
 	defer client.Close()
 	ctx := context.Background()
@@ -118,7 +122,7 @@ func ExampleLock_TryLock() {
 // Do the protected work under the hold's context: it ends when the lock is
 // lost (deleted, expired, Redis restarted), and context.Cause says why.
 func ExampleLock_Context() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
 	client, _ := lualock.New(rdb, lualock.Options{})
 	defer client.Close()
 	ctx := context.Background()
@@ -141,7 +145,7 @@ func ExampleLock_Context() {
 // LockLease takes the lock for a fixed time, with no watchdog: it expires
 // then unless unlocked first.
 func ExampleLock_LockLease() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
 	client, _ := lualock.New(rdb, lualock.Options{})
 	defer client.Close()
 	ctx := context.Background()
@@ -152,5 +156,74 @@ func ExampleLock_LockLease() {
 	}
 	if err := lock.Unlock(ctx); errors.Is(err, lualock.ErrNotHeld) {
 		log.Print("took longer than the lease: someone else may have run too")
+	}
+}
+
+// Unlock after an error: the outcome of a release whose reply was lost is
+// unknown, and calling Unlock again replays it rather than releasing a
+// second hold.
+func ExampleLock_Unlock() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	client, _ := lualock.New(rdb, lualock.Options{})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock := client.NewLock("report")
+	if err := lock.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	err := lock.Unlock(ctx)
+	switch {
+	case errors.Is(err, lualock.ErrLockLost):
+		log.Print("the lock was lost before the unlock: check the work")
+	case errors.Is(err, lualock.ErrNotHeld):
+		log.Print("the lease had run out")
+	case err != nil:
+		err = lock.Unlock(ctx) // safe: replays the first outcome
+	}
+	_ = err
+}
+
+// ForceUnlock deletes a lock whoever holds it, for an operator's clean-up;
+// the holder finds its hold lost at its next renewal.
+func ExampleLock_ForceUnlock() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	client, _ := lualock.New(rdb, lualock.Options{})
+	defer client.Close()
+
+	deleted, err := client.NewLock("stuck-job").ForceUnlock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted:", deleted)
+}
+
+// Status reads whether the lock is held, this handle's hold count and the
+// remaining lease in one round trip.
+func ExampleLock_Status() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	client, _ := lualock.New(rdb, lualock.Options{})
+	defer client.Close()
+
+	st, err := client.NewLock("reports:daily").Status(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("locked=%v holds=%d lease=%v\n", st.Locked, st.Holds, st.Lease)
+}
+
+// Close stops the client's goroutines and wakes its waiters with ErrClosed.
+// It releases nothing: unlock first what should be free at once.
+func ExampleClient_Close() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	client, _ := lualock.New(rdb, lualock.Options{})
+
+	lock := client.NewLock("shutdown-demo")
+	if err := lock.Lock(context.Background()); err == nil {
+		_ = lock.Unlock(context.Background())
+	}
+	if err := client.Close(); err != nil {
+		log.Print(err)
 	}
 }

@@ -328,6 +328,18 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	}
 	defer l.op.unlock()
 	l.mu.Lock()
+	pending := l.unlockReq != ""
+	l.mu.Unlock()
+	if pending {
+		// An Unlock whose outcome is unknown (its reply was lost): settle
+		// it first, replaying it, so that the hold count is known. (The
+		// caller asked for that release; its error, if it is not a Redis
+		// one, is the Unlock's business.)
+		if err := l.unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrLockLost) {
+			return false, 0, err
+		}
+	}
+	l.mu.Lock()
 	lost, want := l.lost, l.holds+1
 	l.mu.Unlock()
 	if lost != nil {
@@ -514,10 +526,13 @@ func (l *Lock) finish(cause error) {
 // is released; the watchdog has stopped renewing it when Unlock returns.
 //
 // It returns ErrNotHeld when the handle holds nothing (never locked, already
-// unlocked, or its lease ran out), ErrLockLost for each hold of a hold that
-// was lost, ErrClosed after Client.Close, or the Redis error. After a Redis
-// error the outcome is unknown: calling Unlock again is safe, it replays the
-// first call's outcome instead of releasing a second hold.
+// unlocked, or its fixed lease ran out), ErrLockLost for each hold of a hold
+// that was lost (a hold under the watchdog found gone at Unlock was lost
+// too: taken away before a renewal noticed), ErrClosed after Client.Close,
+// or the Redis error. After a Redis error the outcome is unknown: calling
+// Unlock again is safe, it replays the first call's outcome instead of
+// releasing a second hold; so does the handle's next Lock, before it
+// re-enters.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -526,6 +541,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return l.errorf("unlock", err)
 	}
 	defer l.op.unlock()
+	return l.unlock(ctx)
+}
+
+// unlock is Unlock under the handle's op lock.
+func (l *Lock) unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.holds == 0 {
 		l.mu.Unlock()
@@ -543,7 +563,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.unlockReq == "" {
 		l.unlockReq = l.latchKey()
 	}
-	lease, latch, start := l.lease, l.unlockReq, time.Now()
+	lease, latch, start, watched := l.lease, l.unlockReq, time.Now(), l.watched
 	// The watchdog keeps renewing during the release. A renewal racing the
 	// last release finds the lock gone: such a loss waits for the release's
 	// outcome, which decides whether it stands (Redisson #7272).
@@ -565,6 +585,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.unlockReq = ""
 	switch {
+	case res == nil && watched:
+		// The watchdog kept the lease: the lock was taken away (deleted,
+		// force-unlocked, wiped by Redis) before a renewal noticed.
+		l.holds = 0
+		cause := fmt.Errorf("%w: the lock was gone at unlock (deleted or wiped)", ErrLockLost)
+		l.finish(cause)
+		return l.errorf("unlock", cause)
 	case res == nil:
 		l.holds = 0
 		l.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
@@ -611,6 +638,9 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 // lost at their next renewal; this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
+// It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
+// another call of this handle holds it up until ctx ends, or the Redis
+// error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.usable(); err != nil {
 		return false, err
@@ -671,19 +701,22 @@ func (l *Lock) Status(ctx context.Context) (Status, error) {
 	return s, nil
 }
 
-// IsLocked reports whether any owner holds the lock.
+// IsLocked reports whether any owner holds the lock. It returns ErrInvalid,
+// ErrClosed or the Redis error.
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	s, err := l.Status(ctx)
 	return s.Locked, err
 }
 
-// IsHeld reports whether this handle holds the lock, as Redis sees it.
+// IsHeld reports whether this handle holds the lock, as Redis sees it. It
+// returns ErrInvalid, ErrClosed or the Redis error.
 func (l *Lock) IsHeld(ctx context.Context) (bool, error) {
 	s, err := l.Status(ctx)
 	return s.Holds > 0, err
 }
 
-// HoldCount returns this handle's hold count, as Redis sees it.
+// HoldCount returns this handle's hold count, as Redis sees it. It returns
+// ErrInvalid, ErrClosed or the Redis error.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) {
 	s, err := l.Status(ctx)
 	return s.Holds, err
@@ -691,6 +724,7 @@ func (l *Lock) HoldCount(ctx context.Context) (int, error) {
 
 // RemainingLease returns the lock's remaining lease, whoever holds it:
 // NoExpiry for a lock without one, and ErrNotLocked when nobody holds it.
+// It also returns ErrInvalid, ErrClosed or the Redis error.
 func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 	s, err := l.Status(ctx)
 	if err != nil {

@@ -560,6 +560,85 @@ func TestLock_Context_lostWhenExpired(t *testing.T) {
 	}
 }
 
+// TestLock_Unlock_deletedBeforeRenewal: a hold under the watchdog whose key
+// is deleted from outside, with Unlock coming before the next renewal,
+// reports ErrLockLost (from Unlock and as the Context's cause), not
+// ErrNotHeld: such a hold can only be gone because it was taken away.
+func TestLock_Unlock_deletedBeforeRenewal(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := lkMini(t)
+	c := lkClient(t, rdb, lualock.Options{}) // renewals every 10s: none in this test
+	l := c.NewLock("deleted")
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	hold := l.Context()
+	mr.Del("deleted")
+	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld) {
+		t.Errorf("Unlock of a deleted watchdog hold = %v, want ErrLockLost", err)
+	}
+	if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrLockLost) {
+		t.Errorf("Context cause = %v, want ErrLockLost", cause)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
+		t.Errorf("second Unlock = %v, want ErrNotHeld", err)
+	}
+	// A fixed lease that ran out is not a loss: ErrNotHeld.
+	if err := l.LockLease(ctx, time.Minute); err != nil {
+		t.Fatalf("LockLease: %v", err)
+	}
+	mr.FastForward(time.Minute)
+	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
+		t.Errorf("Unlock after the fixed lease ran out = %v, want ErrNotHeld", err)
+	}
+}
+
+// TestClient_Close_concurrent: a second Close that runs while the first is
+// stopping the client returns only once the client is stopped: the
+// watchdog has ended the holds it renewed (their Context is cancelled with
+// ErrClosed) and the listener is gone. Waiters are woken with ErrClosed.
+func TestClient_Close_concurrent(t *testing.T) {
+	ctx := t.Context()
+	_, rdb := lkMini(t)
+	c, err := lualock.New(rdb, lualock.Options{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	holder, waiter := c.NewLock("closing"), c.NewLock("closing")
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	hold := holder.Context()
+	waiting := make(chan error, 1)
+	go func() { waiting <- waiter.Lock(ctx) }()
+	for c.Stats().Waiters == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- c.Close() }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case <-hold.Done():
+		default:
+			t.Fatal("a Close returned before the watchdog had ended the hold")
+		}
+		if s := c.Stats(); s.Watched != 0 || s.PubSubConns != 0 || s.Subscriptions != 0 {
+			t.Errorf("Stats after Close returned = %+v, want nothing watched or subscribed", s)
+		}
+	}
+	if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrClosed) {
+		t.Errorf("hold's cause = %v, want ErrClosed", cause)
+	}
+	if err := <-waiting; !errors.Is(err, lualock.ErrClosed) {
+		t.Errorf("waiting Lock = %v, want ErrClosed", err)
+	}
+}
+
 func TestLock_Lock_missedReleaseMaxWaitTimer(t *testing.T) {
 	ctx := t.Context()
 	const timer = 200 * time.Millisecond

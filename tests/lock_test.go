@@ -1572,6 +1572,35 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
+
+	// An Unlock with every reply lost, then a re-entry instead of another
+	// Unlock: the re-entry settles the pending release first (it did
+	// happen), so it is counted from the right hold count.
+	for want := 1; want <= 2; want++ {
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("Lock %d: %v", want, err)
+		}
+	}
+	release.left.Store(100)
+	err = l.Unlock(ctx)
+	release.left.Store(0)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
+	}
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("re-entry after an Unlock with an unknown outcome: %v", err)
+	}
+	if n := lkHolds(t, ctx, l); n != 2 {
+		t.Fatalf("hold count after the re-entry = %d, want 2 (1 left by the lost Unlock, +1)", n)
+	}
+	for range 2 {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
+		t.Fatalf("Unlock past the last hold = %v, want ErrNotHeld", err)
+	}
 	lkNoKeys(t, rdb, name)
 }
 

@@ -89,7 +89,7 @@ func init() { redis.SetLogger(quiet{}) }
 // which keeps go-redis's default retries.
 func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
 	p := *opts
-	p.MaxRetries, p.DialerRetries, p.PoolSize = -1, 1, 1
+	p.MaxRetries, p.DialerRetries, p.PoolSize, p.ContextTimeoutEnabled = -1, 1, 1, true
 	probe := redis.NewClient(&p)
 	defer probe.Close()
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -97,6 +97,8 @@ func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
 	if err := probe.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
 	}
+	// Contexts bound every call, also on a Redis that stops answering.
+	opts.ContextTimeoutEnabled = true
 	return redis.NewClient(opts), nil
 }
 
