@@ -7,11 +7,18 @@ import (
 	"github.com/lualock/lualock/generated"
 )
 
-// fairMinRetry is the shortest fallback timer of a fair waiter. A queued
-// waiter is woken by its own message when it reaches the head; its timer
-// only covers lost messages and dead waiters ahead, which the scripts purge
-// by their deadline. Told "wait 0" it retries at most this often.
+// fairMinRetry is the fallback timer of a fair waiter told "wait 0" (the
+// scripts answer 1ms: the one ahead is dead but not purged yet, or the lock
+// has no expiry). A queued waiter is woken by its own message when it
+// reaches the head; its timer only covers lost messages and dead waiters
+// ahead, which the scripts purge by their deadline. Told "wait 0" it
+// retries at most this often.
 const fairMinRetry = 250 * time.Millisecond
+
+// fairMinWait is the shortest timer for any other wait a script tells: such
+// a wait ends at an event (a deadline, the lock's expiry), after which the
+// answer differs.
+const fairMinWait = 10 * time.Millisecond
 
 // fairMaxTimer caps a fair waiter's fallback timer at half the wait
 // budget, so that a live waiter asks again (renewing its deadline) well

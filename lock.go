@@ -276,7 +276,13 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		default:
 			bo = l.c.newBackoff()
 			lastErr = nil
-			w.sub.hint(ttl, floor, ceil)
+			f := floor
+			if l.kind == fair && ttl > time.Millisecond {
+				// A real wait, not "wait 0" (told as 1ms): follow it, so
+				// that a waiter is not late for the deadline it waits for.
+				f = fairMinWait
+			}
+			w.sub.hint(ttl, f, ceil)
 		}
 		if err := w.sleep(ctx, pause, deadline); err != nil {
 			return l.waitErr(ctx, err)

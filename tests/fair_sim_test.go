@@ -36,8 +36,8 @@ type ftSimCase struct {
 // TestFairAcquire_liveWaitersNeverPurged drives the fair scripts on a
 // miniredis clock that the test moves, with waiters that behave as the
 // runtime does when every pub/sub message is lost: a live waiter asks
-// again after the wait the script told it, at least fairMinRetry (250ms)
-// and at most FairWait/2. Some waiters die after their first ask. A live
+// again after the wait the script told it (250ms when told "wait 0"), and
+// at most FairWait/2 later. Some waiters die after their first ask. A live
 // waiter must never be purged from the queue (it would lose its place:
 // FIFO broken), and the live waiters must get the lock in their order of
 // arrival. A waiter chained behind a dead one used to end up with a
@@ -88,7 +88,14 @@ func ftSimulate(t *testing.T, c ftSimCase) {
 			liveOrder = append(liveOrder, ws[i].field)
 		}
 	}
-	retry := func(reply int64) int64 { return min(max(reply+1, 250), c.waitMS/2) }
+	// The runtime's timer: 250ms when told "wait 0" (1ms), else the wait
+	// told (+1ms, at least 10ms); never more than half the budget.
+	retry := func(reply int64) int64 {
+		if reply <= 1 {
+			return min(250, c.waitMS/2)
+		}
+		return min(max(reply+1, 10), c.waitMS/2)
+	}
 
 	holder, heldUntil, nextRenew := "sim:holder", c.firstHoldMS, c.leaseMS/3
 	if r, err := ftAcquire(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r != nil {

@@ -312,10 +312,10 @@ func ftOrdering(t *testing.T, rdb redis.UniversalClient, clientEach bool) {
 
 // ---------------------------------------------------------------------------
 // Scenario 2: waiters that never unlock get the lock in order as the
-// leases run out (Redisson's testLeaseTimeout, lease 1s shortened to 300ms).
+// leases run out (Redisson's testLeaseTimeout, with its 1s lease).
 
 // TestFairLock_TryLockLease_leaseExpiryOrder: 8 waiters arrive 100ms apart,
-// each TryLockLease(10s wait, 300ms lease) without ever unlocking. Nobody
+// each TryLockLease(10s wait, 1s lease) without ever unlocking. Nobody
 // announces a lease that runs out, so each new head must find out by its
 // timer; all 8 must get the lock, in order, within their 10s wait.
 func TestFairLock_TryLockLease_leaseExpiryOrder(t *testing.T) {
@@ -324,7 +324,7 @@ func TestFairLock_TryLockLease_leaseExpiryOrder(t *testing.T) {
 		t.Parallel()
 		const (
 			n     = 8
-			lease = 300 * time.Millisecond
+			lease = time.Second
 			wait  = 10 * time.Second
 		)
 		name := uniqueName(t)
@@ -778,7 +778,7 @@ func TestFairLock_Lock_deadWaiterBoundedDelay(t *testing.T) {
 	t.Parallel()
 	const (
 		budget = 500 * time.Millisecond
-		slack  = 400 * time.Millisecond
+		slack  = 150 * time.Millisecond
 	)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		t.Parallel()
@@ -794,7 +794,8 @@ func TestFairLock_Lock_deadWaiterBoundedDelay(t *testing.T) {
 				}
 				name := uniqueName(t)
 				k := ftKeysOf(name)
-				holderC := ftClient(t, rdb, lualock.Options{WatchdogLease: lease})
+				// Every client of one fair lock uses the same budget.
+				holderC := ftClient(t, rdb, lualock.Options{WatchdogLease: lease, FairWait: budget})
 				liveC := ftClient(t, rdb, lualock.Options{FairWait: budget})
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()

@@ -97,6 +97,13 @@ environment:
                           that dies without releasing blocks others for up
                           to this long; a short one detects a lost lock
                           sooner but renews more often.
+  LUALOCK_FAIR_WAIT       -fair: the wait budget of each waiter (at least
+                          500ms). Default 5m, as Redisson's fair lock. A
+                          waiter that dies while queued holds the queue up
+                          for up to this long. Every client of one fair
+                          lock, Redisson's included, must use the same
+                          budget: a handoff takes one budget off every
+                          waiter's deadline.
 
 exit status:
   0..255  lock: the command's exit status, 128+N if signal N killed it

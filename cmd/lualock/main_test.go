@@ -461,6 +461,53 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 	}
 }
 
+// A fair waiter whose process is killed (SIGKILL) while it waits in the
+// queue delays the waiter behind it by at most its wait budget once the
+// lock is free, and the dead waiter is purged from the queue.
+func TestFairWaiterDies(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	name := lockName(t)
+	const budget = time.Second
+	env := []string{"LUALOCK_FAIR_WAIT=" + budget.String(), "LUALOCK_WATCHDOG_LEASE=600ms"}
+	queue := tag("redisson_lock_queue", name)
+	queued := func(n int64) func() bool {
+		return func() bool { return s.rdb.LLen(ctx, queue).Val() == n }
+	}
+	release := filepath.Join(t.TempDir(), "release")
+	holder := s.start(t, env, "lock", "-fair", name, "--", "sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done`, release)
+	s.waitLocked(t, name)
+	dead := s.start(t, env, "lock", "-fair", name, "--", "true")
+	waitFor(t, "the first waiter queued", 10*time.Second, queued(1))
+	next := s.start(t, env, "lock", "-fair", name, "--", "true")
+	waitFor(t, "the second waiter queued", 10*time.Second, queued(2))
+	if err := syscall.Kill(-dead.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := dead.wait(t, 5*time.Second); code != 128+9 {
+		t.Fatalf("killed waiter exit %d, want %d", code, 128+9)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.wait(t, 5*time.Second); code != 0 {
+		t.Fatalf("holder exit %d: %s", code, holder.stderr.String())
+	}
+	released := time.Now()
+	if code := next.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("second waiter exit %d: %s", code, next.stderr.String())
+	}
+	took := time.Since(released)
+	t.Logf("the waiter behind the dead one got the lock %v after the release (budget %v)", took, budget)
+	if took > budget+300*time.Millisecond {
+		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack)", took, budget)
+	}
+	waitFor(t, "queue empty", 5*time.Second, queued(0))
+	if n := s.rdb.Exists(ctx, name, queue, tag("redisson_lock_timeout", name)).Val(); n != 0 {
+		t.Errorf("%d keys of the lock left behind", n)
+	}
+}
+
 // The lock deleted from outside while the command runs: the command gets
 // SIGTERM and lualock exits 3.
 func TestLockLost(t *testing.T) {

@@ -21,6 +21,7 @@ const (
 	defaultAddr    = "redis://127.0.0.1:6379"
 	envRedisURL    = "REDIS_URL"
 	envWatchdog    = "LUALOCK_WATCHDOG_LEASE"
+	envFairWait    = "LUALOCK_FAIR_WAIT"
 	connectTimeout = 5 * time.Second // first PING
 	releaseTimeout = 5 * time.Second // Unlock on the way out
 )
@@ -111,6 +112,13 @@ func clientOptions() (lualock.Options, error) {
 			return o, fmt.Errorf("%s=%q: want a duration of at least 3ms, such as 30s", envWatchdog, v)
 		}
 		o.WatchdogLease = d
+	}
+	if v := os.Getenv(envFairWait); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 500*time.Millisecond {
+			return o, fmt.Errorf("%s=%q: want a duration of at least 500ms, such as 5m", envFairWait, v)
+		}
+		o.FairWait = d
 	}
 	return o, nil
 }
