@@ -35,8 +35,8 @@ type Diagnostic struct {
 	Severity Severity
 }
 
-// String formats the diagnostic as "file:line:col: rule: message", adding
-// "(warning)" after the rule for warnings.
+// String formats the diagnostic as "file:line:col: rule: message"; a
+// warning's message starts with "warning: ".
 func (d Diagnostic) String() string {
 	var b strings.Builder
 	b.WriteString(d.File)
@@ -48,10 +48,10 @@ func (d Diagnostic) String() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(d.Rule)
-	if d.Severity == Warning {
-		b.WriteString(" (warning)")
-	}
 	b.WriteString(": ")
+	if d.Severity == Warning {
+		b.WriteString("warning: ")
+	}
 	b.WriteString(d.Message)
 	return b.String()
 }

@@ -126,6 +126,9 @@ func lintAST(s *Script) []Diagnostic {
 	if malformed {
 		return []Diagnostic{bad}
 	}
+	if d, ok := lua51Syntax(s.File, src); ok {
+		return []Diagnostic{d}
+	}
 	// Walk until what is known of every local's values stops changing: the
 	// flags only ever drop, so this ends after a few passes.
 	var prior map[[2]int]valInfo

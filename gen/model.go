@@ -106,6 +106,7 @@ type Script struct {
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
 	nameLine  int
+	roLine    int  // line of @flag read-only
 	returnSet bool // @return was declared (even if it was rejected)
 	badParams bool // an @key or @arg was rejected: positions are unknown
 }

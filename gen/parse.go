@@ -189,6 +189,9 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		parseTag(s, n, m[1], strings.TrimSpace(m[2]), add)
 	}
 	s.Doc = trimDoc(s.Doc)
+	if s.ReadOnly && s.Shebang != "" && !shebangFlag(s.Shebang, "no-writes") {
+		add(s.roLine, RuleShebang, "@flag read-only needs flags=no-writes on the #!lua line: Redis refuses EVALSHA_RO for a script with a shebang that may write")
+	}
 	if !s.returnSet {
 		add(1, RuleHeader, "missing @return: declare the reply, for example \"-- @return int\" or \"-- @return nil\"")
 	}
@@ -324,7 +327,7 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 			switch f {
 			case "read-only":
-				s.ReadOnly = true
+				s.ReadOnly, s.roLine = true, n
 			case "idempotent":
 				s.Idempotent = true
 			case "":
@@ -376,6 +379,17 @@ func checkShebang(line string) string {
 		}
 	}
 	return ""
+}
+
+// shebangFlag reports whether a valid #!lua line sets flag.
+func shebangFlag(line, flag string) bool {
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	for _, f := range fields[min(1, len(fields)):] {
+		if v, ok := strings.CutPrefix(f, "flags="); ok && slices.Contains(strings.Split(v, ","), flag) {
+			return true
+		}
+	}
+	return false
 }
 
 // reserved are the names of the shared generated file.

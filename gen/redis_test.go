@@ -129,6 +129,15 @@ func TestSyntaxMatchesRedis(t *testing.T) {
 		"return 1", "return 1.5", "return .5", "return 5.", "return 1e3", "return 1E-3", "return 2.5e+2",
 		"return 1.e2", "return 0xff", "return 0XA", "return 0x1F", "return 0x1e+5", "return 3e2 + 1",
 		"return '1e' .. [[1..2]] -- 0x",
+		// Empty statements, escapes, and what Lua 5.1 checks when compiling.
+		"local x = 1;; return x", "; return 1", "do ; end return 1", "if true then ; end return 1",
+		"local function f() ; end return 1", "local t = {;} return 1", "local t = {1,;2} return 1",
+		"local x = 1; return x;", "local t = {1; 2;} return t[2]", "f = nil; (function() end)(); return 1",
+		"repeat local y = 1; until true return 1", "local function f(a) return a end; return f(1);",
+		"return '\\300'", "return '\\256'", "return '\\255\\0'", "return \"\\1234\"", "return '\\\\300'",
+		"break", "do break end return 1", "while true do break end return 1",
+		"if true then break end return 1", "for i = 1, 2 do if i then break end end return 1",
+		"return ...", "local function f() return ... end return 1", "local function f(...) return ... end return f(1)",
 	} {
 		src := "-- @return any\n" + body + "\n"
 		_, loadErr := c.ScriptLoad(ctx, src).Result()

@@ -70,7 +70,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // (connection resets, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, READONLY,
 // MASTERDOWN): Attempts calls in all, waiting Backoff, then twice as long
 // up to MaxBackoff, with jitter, and never past the context's deadline.
-// Scripts that are not idempotent are never retried here.
+// Scripts that are not idempotent are never retried here. Set it before
+// the first call: it is read without synchronization.
 var Retry = struct {
 	Attempts   int
 	Backoff    time.Duration
@@ -92,7 +93,7 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	if s.Idempotent {
 		attempts = max(Retry.Attempts, 1)
 	}
-	backoff := Retry.Backoff
+	backoff := max(Retry.Backoff, time.Millisecond)
 	for try := 1; ; try++ {
 		v, err := s.run(ctx, c, keys, args)
 		if err == nil || err == redis.Nil || try >= attempts || !transient(err) || ctx.Err() != nil {
@@ -133,12 +134,20 @@ func (s *Script) Cmd(ctx context.Context, c redis.Scripter, keys []string, args 
 }
 
 // Load loads the script with SCRIPT LOAD (on every master of a cluster
-// client) and checks that Redis names it by the SHA1 luagen computed. Given
-// a redis.Pipeliner it sends nothing and returns an *Error wrapping
-// ErrPipeline: a queued SCRIPT LOAD could not be checked.
+// client, on every shard of a redis.Ring) and checks that Redis names it by
+// the SHA1 luagen computed. Given a redis.Pipeliner it sends nothing and
+// returns an *Error wrapping ErrPipeline: a queued SCRIPT LOAD could not be
+// checked.
 func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
 	if _, ok := c.(redis.Pipeliner); ok {
 		return &Error{Script: s.Name, Err: fmt.Errorf("script load: %w", ErrPipeline)}
+	}
+	if r, ok := c.(*redis.Ring); ok {
+		// A Ring sends SCRIPT LOAD to one shard; EVALSHA goes to the
+		// shard of its first key.
+		return r.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+			return s.Load(ctx, shard)
+		})
 	}
 	sha, err := c.ScriptLoad(ctx, s.Source).Result()
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/tests/harness"
 )
 
 const (
@@ -1160,6 +1161,67 @@ func TestScriptLoadAll(t *testing.T) {
 		err := bad.Load(ctx, rdb)
 		scScriptErr(t, "load with a wrong SHA1", err, "lock_status_tampered", "want "+bad.SHA1)
 	})
+}
+
+// TestScriptRing: the wrappers on a redis.Ring of two servers. A Ring sends
+// SCRIPT LOAD to one shard and EVALSHA to the shard of the first key, so
+// NOSCRIPT recovery and LoadAll must load on every shard.
+func TestScriptRing(t *testing.T) {
+	ctx := context.Background()
+	a, b := harness.StartStandalone(t), harness.StartStandalone(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	shards := []*redis.Client{a.Client(), b.Client()}
+	for _, c := range shards {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	onShard := func(sha string) []bool {
+		var got []bool
+		for _, c := range shards {
+			ok, err := c.ScriptExists(ctx, sha).Result()
+			if err != nil {
+				t.Fatalf("SCRIPT EXISTS: %v", err)
+			}
+			got = append(got, ok[0])
+		}
+		return got
+	}
+
+	// NOSCRIPT recovery, with keys on both shards.
+	used := map[string]bool{}
+	for i := range 20 {
+		name := fmt.Sprintf("ring-%d", i)
+		wait, err := generated.LockAcquire(ctx, ring, generated.LockAcquireKeys{Lock: name},
+			generated.LockAcquireArgs{LeaseMS: 10_000, Field: "c:1", Holds: 1})
+		if err != nil || wait != 0 {
+			t.Fatalf("LockAcquire %s on a Ring = %d, %v; want 0", name, wait, err)
+		}
+		for j, c := range shards {
+			if c.Exists(ctx, name).Val() == 1 {
+				used[fmt.Sprint(j)] = true
+			}
+		}
+	}
+	if len(used) != 2 {
+		t.Fatalf("the 20 locks landed on shards %v, want both", used)
+	}
+	if got := onShard(generated.LockAcquireSHA1); !slices.Equal(got, []bool{true, true}) {
+		t.Errorf("lock_acquire cached on shards %v after NOSCRIPT recovery, want both", got)
+	}
+
+	for _, c := range shards {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatalf("SCRIPT FLUSH: %v", err)
+		}
+	}
+	if err := generated.LoadAll(ctx, ring); err != nil {
+		t.Fatalf("LoadAll on a Ring: %v", err)
+	}
+	for _, sc := range generated.Scripts {
+		if got := onShard(sc.SHA1); !slices.Equal(got, []bool{true, true}) {
+			t.Errorf("%s cached on shards %v after LoadAll, want both", sc.Name, got)
+		}
+	}
 }
 
 func TestScriptPipeline(t *testing.T) {

@@ -23,6 +23,21 @@ func (c *cli) parseScripts(w *workspace) []*gen.Script {
 	return scripts
 }
 
+// lintedScripts is parseScripts for a command that acts on Redis: it also
+// runs the lint rules and refuses on any error (a script that writes a
+// global or reaches a key outside KEYS must not be deployed).
+func (c *cli) lintedScripts(w *workspace) []*gen.Script {
+	ds := gen.Lint(w.fsys, w.cfg)
+	c.printDiags(w, ds)
+	if gen.HasErrors(ds) {
+		c.errorf("%s", summary(ds))
+		return nil
+	}
+	scripts, _ := gen.Parse(w.fsys, w.cfg)
+	slices.SortFunc(scripts, func(a, b *gen.Script) int { return strings.Compare(a.Name, b.Name) })
+	return scripts
+}
+
 // jsonScript is one element of list -json. Its fields are a stable format.
 type jsonScript struct {
 	Name       string      `json:"name"`

@@ -37,7 +37,7 @@ func (c *cli) load(w *workspace, o *options) int {
 	// go-redis logs failed dials on os.Stderr; the errors reach us anyway and
 	// are reported once, below. The logger is global: fine in a command.
 	redis.SetLogger(quietLogger{})
-	scripts := c.parseScripts(w)
+	scripts := c.lintedScripts(w)
 	if scripts == nil {
 		return 1
 	}

@@ -87,6 +87,26 @@ func TestLoadRefusesBadScripts(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesLintErrors: load runs the lint rules as generate does; a
+// planted global assignment and an out-of-range KEYS[3] stop the deploy.
+func TestLoadRefusesLintErrors(t *testing.T) {
+	dir := scriptsDir(t)
+	writeFile(t, dir+"/lua/planted.lua", "-- @key k a key\n-- @return nil\nleaked = redis.call('get', KEYS[1])\nredis.call('del', KEYS[3])\nreturn nil\n")
+	mr := miniredis.RunT(t)
+	stdout, stderr := runWant(t, 1, "load", "-addr", mr.Addr())
+	for _, want := range []string{"lua/planted.lua:3:1: global-assign: ", "lua/planted.lua:4:", "keys-range: ", "luagen: 2 errors\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q lacks %q", stderr, want)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing loaded", stdout)
+	}
+	if exist := scriptsExist(t, mr.Addr(), getSHA1, setSHA1); exist[0] || exist[1] {
+		t.Error("a script was loaded despite the lint errors")
+	}
+}
+
 func TestLoadBadAddr(t *testing.T) {
 	scriptsDir(t)
 	for _, args := range [][]string{
