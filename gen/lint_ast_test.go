@@ -133,7 +133,9 @@ func TestLintASTRules(t *testing.T) {
 
 		// unused-key and unused-arg
 		{"unused key and arg", h1 + "return 1", []string{"unused-key 1:9", "unused-arg 2:9"}},
-		{"used through length", h1 + "return #KEYS + #ARGV", nil},
+		{"length reads no entry", h1 + "return #KEYS + #ARGV", []string{"unused-key 1:9", "unused-arg 2:9"}},
+		{"length beside a read", h1 + "if #KEYS ~= 1 then return 0 end\nreturn redis.call('get', KEYS[1]) .. ARGV[#ARGV]", nil},
+		{"alias of KEYS is range-checked", h1 + "local k = KEYS\nreturn redis.call('get', k[1]) .. k[3] .. ARGV[1]", []string{"keys-range 5:35"}},
 		{"used as values", h1 + "local k = KEYS\nlocal a = ARGV\nreturn {k, a}", nil},
 		{"used by unpack and a loop index", h1 + "for i = 1, 1 do redis.call('get', KEYS[i]) end\nreturn unpack(ARGV)", nil},
 		{"unused variadic key", hv + "return KEYS[1] .. ARGV[1] .. ARGV[2]", []string{"unused-key 2:9"}},

@@ -63,7 +63,10 @@ type paramUse struct {
 }
 
 // valInfo is what the alias tracking knows of an assigned value.
-type valInfo struct{ keys, keysTable bool }
+type valInfo struct {
+	keys, keysTable bool
+	none            bool // a literal nil: no value yet, as "local k"
+}
 
 type linter struct {
 	s        *Script
@@ -201,8 +204,12 @@ func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
 	return v
 }
 
-// assign records a value assigned to a local.
+// assign records a value assigned to a local. A literal nil is no value:
+// "local k = nil" then "k = KEYS[1]" makes k a key, as "local k" would.
 func (l *linter) assign(v *lvar, val valInfo) {
+	if val.none {
+		return
+	}
 	v.assigned = true
 	v.keys = v.keys && val.keys
 	v.keysTable = v.keysTable && val.keysTable
@@ -516,6 +523,10 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 	for i := range out {
 		switch {
 		case i < len(exprs):
+			if _, isNil := exprs[i].(*ast.NilExpr); isNil {
+				out[i] = valInfo{none: true}
+				continue
+			}
 			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i])}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
@@ -543,7 +554,9 @@ func (l *linter) isKeysTable(e ast.Expr) bool {
 }
 
 // fromKeys reports whether e is an entry of KEYS: KEYS[...], a local whose
-// every assignment so far is one, unpack(KEYS), or a or b of two of those.
+// every assignment so far is one, unpack(KEYS), a or b of two of those, or
+// c and a (which is a, or false when c is false: no key either way), so
+// that the idiom c and KEYS[1] or KEYS[2] is one.
 func (l *linter) fromKeys(e ast.Expr) bool {
 	switch e := e.(type) {
 	case *ast.AttrGetExpr:
@@ -552,11 +565,34 @@ func (l *linter) fromKeys(e ast.Expr) bool {
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.keys
 	case *ast.LogicalOpExpr:
+		if e.Operator == "and" {
+			return l.fromKeys(e.Rhs)
+		}
 		return e.Operator == "or" && l.fromKeys(e.Lhs) && l.fromKeys(e.Rhs)
 	case *ast.FuncCallExpr:
 		return l.isUnpackKeys(e)
 	}
 	return false
+}
+
+// isGlobal reports whether id names the global name, not a local.
+func (l *linter) isGlobal(id ast.Expr, name string) bool {
+	x, ok := id.(*ast.IdentExpr)
+	return ok && x.Value == name && l.lookup(name) == nil
+}
+
+// redisFunc reports whether e is redis.call or redis.pcall (the global
+// redis), and which.
+func (l *linter) redisFunc(e ast.Expr) (string, bool) {
+	a, ok := e.(*ast.AttrGetExpr)
+	if !ok || !l.isGlobal(a.Object, "redis") {
+		return "", false
+	}
+	k, ok := a.Key.(*ast.StringExpr)
+	if !ok || (k.Value != "call" && k.Value != "pcall") {
+		return "", false
+	}
+	return k.Value, true
 }
 
 // isUnpackKeys reports whether e is unpack(KEYS, ...).
@@ -584,7 +620,28 @@ func (l *linter) expr(e ast.Expr) {
 	case nil:
 	case *ast.IdentExpr:
 		l.read(e)
+		if l.isGlobal(e, "redis") {
+			l.report(l.identTok[e], e.Line(), RuleNonKeyArgument, Error,
+				"redis taken as a value: the keys of calls made through it cannot be checked; call redis.call or redis.pcall directly")
+		}
 	case *ast.AttrGetExpr:
+		if id, ok := e.Object.(*ast.IdentExpr); ok && l.isGlobal(id, "redis") {
+			// redis.status_reply, redis.error_reply...: fine as values.
+			l.read(id)
+			if name, ok := l.redisFunc(e); ok {
+				l.report(l.identTok[id], id.Line(), RuleNonKeyArgument, Error,
+					"redis.%s taken as a value: the keys of calls made through it cannot be checked; call redis.%s(...) directly", name, name)
+			}
+			return
+		}
+		if id, ok := e.Object.(*ast.IdentExpr); ok {
+			if v := l.lookup(id.Value); v != nil && v.assigned && v.keysTable {
+				// A local that holds KEYS: its literal indexes are KEYS's.
+				l.read(id)
+				l.index("KEYS", l.identTok[id], e.Key)
+				return
+			}
+		}
 		if id, ok := e.Object.(*ast.IdentExpr); ok && l.lookup(id.Value) == nil {
 			switch id.Value {
 			case "KEYS", "ARGV":
@@ -609,6 +666,12 @@ func (l *linter) expr(e ast.Expr) {
 		var callee *lvar
 		if id, ok := e.Func.(*ast.IdentExpr); ok {
 			callee = l.readAs(id, true)
+			if id.Value == "rawset" && callee == nil && len(e.Args) > 0 && l.isGlobal(e.Args[0], "_G") {
+				l.report(l.identTok[id], id.Line(), RuleGlobalAssign, Error,
+					"rawset(_G, ...) assigns a global: Redis forbids globals; declare it with local")
+			}
+		} else if _, ok := l.redisFunc(e.Func); ok {
+			l.read(e.Func.(*ast.AttrGetExpr).Object.(*ast.IdentExpr))
 		} else if e.Func != nil {
 			l.expr(e.Func)
 		} else {
@@ -645,6 +708,11 @@ func (l *linter) expr(e ast.Expr) {
 	case *ast.UnaryNotOpExpr:
 		l.expr(e.Expr)
 	case *ast.UnaryLenOpExpr:
+		if id, ok := e.Expr.(*ast.IdentExpr); ok && l.isParamTable(id) {
+			// #KEYS reads no entry: it does not make every key used.
+			l.identTok[id] = l.match(id.Value, id.Line(), id.Line())
+			return
+		}
 		l.expr(e.Expr)
 	}
 }
