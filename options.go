@@ -55,8 +55,9 @@ type Options struct {
 
 	// ShardedPubSub makes releases SPUBLISH and waiters SSUBSCRIBE (Redis 7
 	// sharded pub/sub), for clusters where Redisson is set up the same way.
-	// It needs one pub/sub connection per cluster slot in use rather than
-	// one per client. Default false: PUBLISH and SUBSCRIBE.
+	// On a cluster it needs one pub/sub connection per primary whose slots
+	// have waiters, rather than one per client. Default false: PUBLISH and
+	// SUBSCRIBE.
 	ShardedPubSub bool
 
 	// ClientID is the client id C of the owner fields C:H. Default: a random

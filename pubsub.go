@@ -14,7 +14,7 @@ import (
 const confirmWait = 2 * time.Second
 
 // subscriber shares one pub/sub connection among every waiter of a client
-// (one per cluster slot with sharded pub/sub). Each channel is subscribed
+// (one per primary with sharded pub/sub on a cluster). Each channel is subscribed
 // once, while at least one waiter listens on it. A message wakes one waiter
 // of its channel; a resubscription after a reconnect wakes all of them,
 // since messages may have been lost meanwhile. Each channel also has one
@@ -30,7 +30,7 @@ const confirmWait = 2 * time.Second
 type subscriber struct {
 	c       *Client
 	mu      sync.Mutex
-	conns   map[int]*psConn
+	conns   map[string]*psConn // by node address; "" for the one unsharded connection
 	chans   map[string]*chanSub
 	ops     []psOp         // commands to send, in order
 	sending bool           // the sender goroutine runs
@@ -41,11 +41,10 @@ type subscriber struct {
 // psConn is one go-redis PubSub and the goroutine that reads it.
 type psConn struct {
 	ps      *redis.PubSub // nil until the sender has opened it
-	key     int
-	perSlot bool // one of the sharded connections of a cluster, one per slot
+	key     string        // the node of a per-node connection; "" otherwise
+	perNode bool          // one of the sharded connections of a cluster, one per primary
 	chans   int
-	addr    string // the node of a per-slot connection
-	dead    bool   // dropped: its slot moved, or its last channel left
+	dead    bool // dropped: its last channel left
 	// ownUnsubs counts the SUNSUBSCRIBE sent on it whose confirmation has
 	// not come, to tell them from those Redis sends when a slot moves.
 	ownUnsubs map[string]int
@@ -56,9 +55,8 @@ type psOp struct {
 	kind    psOpKind
 	conn    *psConn
 	channel string
-	// movedFrom is the node a moved slot's channel was on (opSubscribe on
-	// a new connection): the cluster's slot map must be reloaded until it
-	// points elsewhere.
+	// movedFrom is the node a moved slot's channel was on (opPlace): the
+	// cluster's slot map must be reloaded until it points elsewhere.
 	movedFrom string
 }
 
@@ -68,6 +66,7 @@ const (
 	opSubscribe psOpKind = iota
 	opUnsubscribe
 	opClose
+	opPlace // sharded on a cluster: find the channel's primary, then subscribe there
 )
 
 type chanSub struct {
@@ -92,7 +91,7 @@ type subscription struct {
 }
 
 func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, conns: map[int]*psConn{}, chans: map[string]*chanSub{}}
+	return &subscriber{c: c, conns: map[string]*psConn{}, chans: map[string]*chanSub{}}
 }
 
 // subscribe registers a waiter on channel, subscribing it if it is new, and
@@ -153,24 +152,60 @@ func (s *subscriber) add(channel string) *chanSub {
 	return cs
 }
 
-// attach puts cs on the connection of its slot, opening one if needed, and
-// queues its subscription; movedFrom is the node its slot has left, if it
-// moved. s.mu is held.
+// attach puts cs on its connection and queues its subscription: the one
+// connection, or with sharded pub/sub on a cluster the connection to the
+// primary of its slot, which the sender looks up (opPlace); movedFrom is
+// the node its slot has left, if it moved. s.mu is held.
 func (s *subscriber) attach(cs *chanSub, movedFrom string) {
-	key := 0
-	_, cluster := s.c.rdb.(*redis.ClusterClient)
-	sharded := s.c.cfg.ShardedPubSub
-	if sharded && cluster {
-		key = slot(cs.name)
+	if _, cluster := s.c.rdb.(*redis.ClusterClient); cluster && s.c.cfg.ShardedPubSub {
+		s.enqueue(psOp{kind: opPlace, channel: cs.name, movedFrom: movedFrom})
+		return
 	}
-	conn := s.conns[key]
+	conn := s.conns[""]
 	if conn == nil {
-		conn = &psConn{key: key, perSlot: sharded && cluster, ownUnsubs: map[string]int{}}
-		s.conns[key] = conn
+		conn = &psConn{ownUnsubs: map[string]int{}}
+		s.conns[""] = conn
 	}
+	s.join(cs, conn)
+}
+
+// join puts cs on conn and queues its subscription. s.mu is held.
+func (s *subscriber) join(cs *chanSub, conn *psConn) {
 	conn.chans++
 	cs.conn = conn
-	s.enqueue(psOp{kind: opSubscribe, conn: conn, channel: cs.name, movedFrom: movedFrom})
+	s.enqueue(psOp{kind: opSubscribe, conn: conn, channel: cs.name})
+}
+
+// place puts a channel on the connection to the primary that serves its
+// slot (or, when its slot moved, the primary it moved to), opening one if
+// needed. It runs in the sender: the lookup may reach Redis.
+func (s *subscriber) place(ctx context.Context, op psOp) {
+	cc := s.c.rdb.(*redis.ClusterClient)
+	addr := masterOf(ctx, cc, op.channel)
+	if op.movedFrom != "" {
+		addr = s.relocated(ctx, cc, op.channel, op.movedFrom)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.chans[op.channel]
+	if s.closed || cs == nil || cs.conn != nil {
+		return // gone meanwhile, or placed by a later op
+	}
+	conn := s.conns[addr]
+	if conn == nil {
+		conn = &psConn{key: addr, perNode: true, ownUnsubs: map[string]int{}}
+		s.conns[addr] = conn
+	}
+	s.join(cs, conn)
+}
+
+// drop closes a per-node connection that no channel uses. s.mu is held.
+func (s *subscriber) drop(conn *psConn) {
+	conn.dead = true
+	if s.conns[conn.key] == conn {
+		delete(s.conns, conn.key)
+	}
+	s.enqueue(psOp{kind: opClose, conn: conn})
 }
 
 // enqueue queues op for the sender, starting it if it is idle. s.mu is held.
@@ -200,7 +235,10 @@ func (s *subscriber) send() {
 		op := s.ops[0]
 		s.ops[0] = psOp{}
 		s.ops = s.ops[1:]
-		ps := op.conn.ps
+		var ps *redis.PubSub
+		if op.conn != nil {
+			ps = op.conn.ps
+		}
 		s.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
@@ -209,6 +247,8 @@ func (s *subscriber) send() {
 		// subscribes them again when it reconnects, which the listener sees
 		// as a confirmation that wakes the channel's waiters.
 		switch {
+		case op.kind == opPlace:
+			s.place(ctx, op)
 		case op.kind == opSubscribe && ps == nil:
 			s.open(ctx, op)
 		case op.kind == opSubscribe && sharded:
@@ -231,17 +271,10 @@ func (s *subscriber) send() {
 // open opens op's connection with op's channel and starts its listener.
 func (s *subscriber) open(ctx context.Context, op psOp) {
 	var ps *redis.PubSub
-	addr := ""
-	switch cc, cluster := s.c.rdb.(*redis.ClusterClient); {
-	case s.c.cfg.ShardedPubSub && cluster:
-		addr = masterOf(ctx, cc, op.channel)
-		if op.movedFrom != "" {
-			addr = s.relocated(ctx, cc, op.channel, op.movedFrom)
-		}
+	switch {
+	case s.c.cfg.ShardedPubSub:
 		// A cluster client binds a sharded PubSub to the node of its first
 		// channel: create it with the channel.
-		ps = cc.SSubscribe(ctx, op.channel)
-	case s.c.cfg.ShardedPubSub:
 		ps = s.c.rdb.SSubscribe(ctx, op.channel)
 	default:
 		ps = s.c.rdb.Subscribe(ctx)
@@ -253,7 +286,7 @@ func (s *subscriber) open(ctx context.Context, op psOp) {
 		_ = ps.Close()
 		return
 	}
-	op.conn.ps, op.conn.addr = ps, addr
+	op.conn.ps = ps
 	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -314,8 +347,9 @@ func (s *subscriber) listen(conn *psConn, msgs <-chan any) {
 // unsubscribed handles a SUNSUBSCRIBE confirmation. One that no
 // SUNSUBSCRIBE of ours asked for comes from Redis: the channel's slot has
 // moved to another node (or this node is no longer a primary), so the
-// channel is subscribed again where its slot now is; its waiters wake at
-// the confirmation, since releases may have gone unheard meanwhile.
+// channel is subscribed again where its slot now is, leaving the other
+// channels of the connection where they are; its waiters wake at the
+// confirmation, since releases may have gone unheard meanwhile.
 func (s *subscriber) unsubscribed(conn *psConn, channel string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,22 +365,15 @@ func (s *subscriber) unsubscribed(conn *psConn, channel string) {
 	if s.closed || cs == nil || cs.conn != conn {
 		return
 	}
-	if !conn.perSlot {
+	if !conn.perNode {
 		s.enqueue(psOp{kind: opSubscribe, conn: conn, channel: channel})
 		return
 	}
-	// The connection is bound to the node that gave the slot away: drop
-	// it, and move every channel it carried to a new one.
-	conn.dead = true
-	if s.conns[conn.key] == conn {
-		delete(s.conns, conn.key)
+	cs.conn = nil
+	if conn.chans--; conn.chans == 0 {
+		s.drop(conn)
 	}
-	s.enqueue(psOp{kind: opClose, conn: conn})
-	for _, cs := range s.chans {
-		if cs.conn == conn {
-			s.attach(cs, conn.addr)
-		}
-	}
+	s.attach(cs, conn.key)
 }
 
 func (s *subscriber) confirmed(conn *psConn, channel string) {
@@ -505,14 +532,13 @@ func (w *subscription) release(acquired bool, lease time.Duration) {
 func (s *subscriber) unsubscribe(cs *chanSub) {
 	delete(s.chans, cs.name)
 	conn := cs.conn
+	if conn == nil {
+		return // not placed yet: the placement finds it gone
+	}
 	conn.chans--
-	if conn.perSlot && conn.chans == 0 {
-		// One connection per slot: close it rather than keep it idle.
-		conn.dead = true
-		if s.conns[conn.key] == conn {
-			delete(s.conns, conn.key)
-		}
-		s.enqueue(psOp{kind: opClose, conn: conn})
+	if conn.perNode && conn.chans == 0 {
+		// One connection per primary: close it rather than keep it idle.
+		s.drop(conn)
 		return
 	}
 	if s.c.cfg.ShardedPubSub {
@@ -562,7 +588,7 @@ func (s *subscriber) close() error {
 	}
 	// Connections dropped but not closed yet: the sender will not run.
 	for _, op := range s.ops {
-		if op.kind == opClose && op.conn.ps != nil && !slices.Contains(open, op.conn.ps) {
+		if op.kind == opClose && op.conn != nil && op.conn.ps != nil && !slices.Contains(open, op.conn.ps) {
 			open = append(open, op.conn.ps)
 		}
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,92 @@ func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClient_ShardedPubSub_onePerPrimary: with sharded pub/sub on the
+// 3-master cluster, waiters on 60 locks spread over the slots share one
+// pub/sub connection per primary (not one per slot), one subscription per
+// lock, and each is woken by its release's SPUBLISH.
+func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
+	rdb := harness.SharedCluster(t).Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
+	holders, err := lualock.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holders.Close()
+	c, err := lualock.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	const locks = 60
+	base := uniqueName(t)
+	var held []*lualock.Lock
+	slots := map[int64]bool{}
+	for i := range locks {
+		name := fmt.Sprintf("%s-%d", base, i)
+		slot, err := rdb.ClusterKeySlot(ctx, name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot] = true
+		l := holders.NewLock(name)
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	type result struct {
+		at  time.Time
+		err error
+	}
+	results := make(chan result, locks)
+	waiters := make([]*lualock.Lock, locks)
+	for i := range locks {
+		waiters[i] = c.NewLock(fmt.Sprintf("%s-%d", base, i))
+		go func() {
+			err := waiters[i].Lock(ctx)
+			results <- result{time.Now(), err}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().Subscriptions != locks && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := c.Stats()
+	t.Logf("%d locks on %d slots: %+v", locks, len(slots), st)
+	if st.Waiters != locks || st.Subscriptions != locks {
+		t.Fatalf("Stats = %+v, want %d waiters and %d subscriptions", st, locks, locks)
+	}
+	if st.PubSubConns < 1 || st.PubSubConns > 3 {
+		t.Errorf("Stats.PubSubConns = %d for %d slots, want at most one per primary (3)", st.PubSubConns, len(slots))
+	}
+	time.Sleep(50 * time.Millisecond) // the waiters' retries after subscribing
+	released := time.Now()
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range locks {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		if d := r.at.Sub(released); d > 2*time.Second {
+			t.Errorf("a waiter got its lock %v after the releases: its SPUBLISH did not wake it", d)
+		}
+	}
+	for _, l := range waiters {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { s := c.Stats(); return s.Subscriptions == 0 && s.PubSubConns == 0 })
 }
 
 // waitFor polls cond for up to 2 s.
