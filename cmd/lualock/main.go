@@ -73,7 +73,9 @@ subcommands:
 flags:
   -addr URL   Redis server: redis://[user:password@]host:port[/db],
               rediss://... (TLS), unix:///path, or plain host:port.
-              Default: $REDIS_URL, else redis://127.0.0.1:6379.
+              Default: $REDIS_URL, else redis://127.0.0.1:6379. Any node
+              of a Redis Cluster will do: lualock sees that it is one and
+              follows the cluster.
   -wait D     lock: give up when NAME is not obtained within D (0: one
               attempt). Default: wait as long as it takes.
   -lease D    lock: hold NAME with a fixed lease D, not renewed. When it runs

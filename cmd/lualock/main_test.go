@@ -461,6 +461,65 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 	}
 }
 
+// TestCluster: -addr naming one node of a Redis Cluster works for every
+// lock name, whichever node serves its slot: lock, status (with a fair
+// waiter queued) and unlock -force, which the holder's lualock reports as
+// a lost lock.
+func TestCluster(t *testing.T) {
+	cl := harness.SharedCluster(t)
+	rdb := cl.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	s := &server{addr: cl.Addrs()[0]}
+	nodes := map[string]bool{}
+	for i := range 8 {
+		name := fmt.Sprintf("%s:%d", lockName(t), i)
+		if n, err := rdb.MasterForKey(ctx, name); err == nil {
+			nodes[n.Options().Addr] = true
+		}
+		p, code := s.run(t, nil, "lock", "-wait", "5s", name, "--", "echo", "held")
+		if code != 0 || p.stdout.String() != "held\n" {
+			t.Fatalf("lock %s on the cluster: exit %d, stdout %q, stderr %q", name, code, p.stdout.String(), p.stderr.String())
+		}
+		if n := rdb.Exists(ctx, name).Val(); n != 0 {
+			t.Errorf("lock %s left behind", name)
+		}
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the names landed on %d node(s); the test needs several", len(nodes))
+	}
+
+	name := lockName(t) + ":fair"
+	env := []string{"LUALOCK_WATCHDOG_LEASE=600ms"}
+	holder := s.start(t, env, "lock", "-fair", name, "--", "sleep", "30")
+	waitFor(t, "lock taken", 10*time.Second, func() bool { return rdb.Exists(ctx, name).Val() == 1 })
+	waiter := s.start(t, nil, "lock", "-fair", "-wait", "20s", name, "--", "true")
+	waitFor(t, "waiter queued", 10*time.Second, func() bool { return rdb.LLen(ctx, tag("redisson_lock_queue", name)).Val() == 1 })
+	p, code := s.run(t, nil, "status", "-json", name)
+	if code != 0 {
+		t.Fatalf("status on the cluster: exit %d: %s", code, p.stderr.String())
+	}
+	var st lockStatus
+	if err := json.Unmarshal([]byte(p.stdout.String()), &st); err != nil {
+		t.Fatalf("status -json: %v: %q", err, p.stdout.String())
+	}
+	if !st.Locked || len(st.Holders) != 1 || len(st.Queue) != 1 {
+		t.Errorf("status = %+v, want locked, one holder, one waiter", st)
+	}
+	if p, code := s.run(t, nil, "unlock", "-force", "-fair", name); code != 0 {
+		t.Fatalf("unlock -force on the cluster: exit %d: %s", code, p.stderr.String())
+	}
+	if code := holder.wait(t, 5*time.Second); code != exitLost {
+		t.Errorf("holder exit %d after the force unlock, want %d (lost)", code, exitLost)
+	}
+	if code := waiter.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("waiter exit %d, want 0: %s", code, waiter.stderr.String())
+	}
+	waitFor(t, "keys gone", 5*time.Second, func() bool {
+		return rdb.Exists(ctx, name, tag("redisson_lock_queue", name), tag("redisson_lock_timeout", name)).Val() == 0
+	})
+}
+
 // A fair waiter whose process is killed (SIGKILL) while it waits in the
 // queue delays the waiter behind it by at most its wait budget once the
 // lock is free, and the dead waiter is purged from the queue.

@@ -87,8 +87,10 @@ func init() { redis.SetLogger(quiet{}) }
 
 // connect checks that the server answers, once and without retries so that
 // an address where nothing listens fails at once, then makes the client,
-// which keeps go-redis's default retries.
-func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
+// which keeps go-redis's default retries. A node of a Redis Cluster (INFO
+// cluster says cluster_enabled:1) gets a cluster client seeded with it, so
+// -addr may name any node of a cluster.
+func connect(ctx context.Context, opts *redis.Options) (redis.UniversalClient, error) {
 	p := *opts
 	p.MaxRetries, p.DialerRetries, p.PoolSize, p.ContextTimeoutEnabled = -1, 1, 1, true
 	probe := redis.NewClient(&p)
@@ -100,7 +102,21 @@ func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
 	}
 	// Contexts bound every call, also on a Redis that stops answering.
 	opts.ContextTimeoutEnabled = true
-	return redis.NewClient(opts), nil
+	info, err := probe.Info(ctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+		return redis.NewClient(opts), nil
+	}
+	if opts.DB != 0 {
+		return nil, fmt.Errorf("%s is a Redis Cluster node, which has no db %d", opts.Addr, opts.DB)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{opts.Addr},
+		Username:              opts.Username,
+		Password:              opts.Password,
+		TLSConfig:             opts.TLSConfig,
+		Dialer:                opts.Dialer,
+		ContextTimeoutEnabled: true,
+	}), nil
 }
 
 // clientOptions reads the lualock.Options from the environment.

@@ -86,7 +86,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // readStatus reads the lock hash, its TTL and the fair lock's queue in one
 // MULTI, so that they describe one moment. It only reads.
-func readStatus(ctx context.Context, rdb *redis.Client, name string) (*lockStatus, error) {
+func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*lockStatus, error) {
 	var (
 		typ       *redis.StatusCmd
 		fields    *redis.MapStringStringCmd
