@@ -38,7 +38,7 @@ type Client struct {
 	subs    *subscriber
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
-	bg      sync.WaitGroup // clean-up goroutines
+	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight
 }
 
 // New returns a Client on rdb, which may be a *redis.Client, a
@@ -81,7 +81,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 func (c *Client) ID() string { return c.id }
 
 // Close stops the watchdog and the pub/sub listener, wakes every waiter of
-// this client with ErrClosed and waits for its goroutines to exit. It does
+// this client with ErrClosed and waits for its goroutines to exit and for
+// the acquisitions in flight to end (a fair waiter it woke has left the
+// queue when Close returns). It does
 // not unlock held locks. Holds under the watchdog stop being renewed and
 // expire after their lease; their Context is cancelled with ErrClosed. Holds
 // with a fixed lease stay valid until it runs out, when their Context ends
@@ -107,6 +109,19 @@ func (c *Client) Close() error {
 	c.bgMu.Unlock()
 	c.bg.Wait()
 	return err
+}
+
+// enter registers an acquisition in flight, which Close waits for (so that
+// a waiter it wakes has left the fair queue when Close returns). It returns
+// false once Close has begun to wait.
+func (c *Client) enter() bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgDone {
+		return false
+	}
+	c.bg.Add(1)
+	return true
 }
 
 // background runs f in a goroutine that Close waits for; after Close, it

@@ -185,6 +185,10 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 	if ctx.Err() != nil {
 		return l.ctxErr(ctx, nil)
 	}
+	if !l.c.enter() {
+		return ErrClosed
+	}
+	defer l.c.bg.Done() // after w.end's clean-up, deferred below
 	// Calls to Redis run under the wait's deadline too, so that a TryLock
 	// on an unreachable Redis returns when its wait is over. A wait of 0
 	// makes one attempt, bounded by ctx alone.

@@ -79,6 +79,28 @@ func ftRelease(ctx context.Context, rdb redis.UniversalClient, k ftNames, field 
 		generated.FairReleaseArgs{LeaseMS: leaseMS, Field: field, LatchMS: ftLatch.Milliseconds(), WaitMS: ftDriftWait, Publish: "publish"})
 }
 
+// ftWindDown ends a script-level scenario through the scripts themselves:
+// holder releases its hold (when it has one) and every queued fake owner
+// leaves; then nothing of the lock may be left in Redis but its latches,
+// which expire on their own.
+func ftWindDown(t *testing.T, rdb redis.UniversalClient, k ftNames, holder string, leaseMS, waitMS int64) {
+	t.Helper()
+	ctx := context.Background()
+	if holder != "" {
+		if r, err := ftReleaseWait(ctx, rdb, k, holder, leaseMS, waitMS); err != nil || r == nil || *r != 1 {
+			t.Errorf("%s release = %v, %v; want 1", holder, ftPtr(r), err)
+		}
+	}
+	for _, f := range ftMustSnapshot(t, rdb, k).queue {
+		if _, err := ftLeave(ctx, rdb, k, f, waitMS); err != nil {
+			t.Errorf("%s leaves: %v", f, err)
+		}
+	}
+	if left := keysLeft(t, rdb, k.lock, false); len(left) > 0 {
+		t.Errorf("keys left behind: %q", left)
+	}
+}
+
 // ftSnap is the queue and the deadlines of a fair lock read in one MULTI.
 type ftSnap struct {
 	queue  []string
@@ -1046,6 +1068,151 @@ func TestFairLock_Lock_cancelLeavesQueue(t *testing.T) {
 	})
 }
 
+// TestFairLock_Lock_closeLeavesQueue: Client.Close wakes a waiting fair
+// Lock with ErrClosed, and once Close has returned the waiter is out of the
+// queue and the deadline set (the give-up runs before Close returns).
+func TestFairLock_Lock_closeLeavesQueue(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := context.Background()
+		name := uniqueName(t)
+		k := ftKeysOf(name)
+		c := ftClient(t, rdb, lualock.Options{})
+		holder := c.NewFairLock(name)
+		if err := holder.Lock(ctx); err != nil {
+			t.Fatalf("holder Lock: %v", err)
+		}
+		wc, err := lualock.New(rdb, lualock.Options{UnlockLatch: ftLatch})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		waitErr := make(chan error, 1)
+		go func() { waitErr <- wc.NewFairLock(name).Lock(ctx) }()
+		field := ftWaitQueued(t, rdb, k, 1)[0]
+		if err := wc.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		snap := ftMustSnapshot(t, rdb, k)
+		if len(snap.queue) != 0 || len(snap.scores) != 0 {
+			t.Errorf("after Close: queue %q, deadlines %v; want waiter %s gone from both", snap.queue, snap.scores, field)
+		}
+		select {
+		case err := <-waitErr:
+			if !errors.Is(err, lualock.ErrClosed) {
+				t.Errorf("waiting Lock = %v, want ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiting Lock did not return after Close")
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("holder Unlock: %v", err)
+		}
+		ftCheckClean(t, rdb, name, time.Second, c)
+	})
+}
+
+// ftFailAcquire makes the acquire script calls of one owner field fail with
+// a non-transient Redis error once armed, as a server error mid-wait would.
+type ftFailAcquire struct {
+	field string
+	armed atomic.Bool
+	hits  atomic.Int32
+}
+
+func (h *ftFailAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *ftFailAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *ftFailAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if h.armed.Load() && len(args) > 8 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") &&
+			args[1] == generated.FairAcquireSHA1 && fmt.Sprint(args[8]) == h.field {
+			h.hits.Add(1)
+			err := ftInjected("ERR injected: the server refused the call")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ftInjected is a Redis reply error (redis.Error), which is not transient.
+type ftInjected string
+
+func (e ftInjected) Error() string { return string(e) }
+func (ftInjected) RedisError()     {}
+
+// TestFairLock_Lock_errorLeavesQueue: a queued waiter whose next attempt
+// fails with a Redis error that is not transient returns that error, and
+// it is out of the queue and the deadline set when Lock returns; the
+// waiter behind it moves up one place and later gets the lock.
+func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := context.Background()
+		name := uniqueName(t)
+		k := ftKeysOf(name)
+		c := ftClient(t, rdb, lualock.Options{FairWait: 10 * time.Second})
+		holder := c.NewFairLock(name)
+		if err := holder.Lock(ctx); err != nil {
+			t.Fatalf("holder Lock: %v", err)
+		}
+		hook := &ftFailAcquire{}
+		fc := ftClient(t, lkHooked(t, rdb, hook), lualock.Options{FairWait: 10 * time.Second})
+		failing := fc.NewFairLock(name)
+		failed := make(chan error, 1)
+		go func() { failed <- failing.Lock(ctx) }()
+		q := ftWaitQueued(t, rdb, k, 1)
+		hook.field = q[0]
+		behind := c.NewFairLock(name)
+		behindErr := make(chan error, 1)
+		go func() { behindErr <- behind.Lock(ctx) }()
+		ftWaitQueued(t, rdb, k, 2)
+		before := ftMustSnapshot(t, rdb, k)
+
+		// Arm, then wake the failing waiter: its next attempt fails.
+		hook.armed.Store(true)
+		if err := rdb.Publish(ctx, k.waiterChannel(hook.field), "0").Err(); err != nil {
+			t.Fatalf("PUBLISH: %v", err)
+		}
+		var err error
+		select {
+		case err = <-failed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the failing waiter's Lock did not return")
+		}
+		snap := ftMustSnapshot(t, rdb, k)
+		if !strings.Contains(fmt.Sprint(err), "injected") || hook.hits.Load() == 0 {
+			t.Errorf("Lock = %v after %d injected errors, want the injected error", err, hook.hits.Load())
+		}
+		if slices.Contains(snap.queue, hook.field) {
+			t.Errorf("queue %q still holds the waiter whose Lock failed", snap.queue)
+		}
+		if _, ok := snap.scores[hook.field]; ok {
+			t.Errorf("deadlines %v still hold the waiter whose Lock failed", snap.scores)
+		}
+		other := before.queue[1]
+		if got, want := snap.scores[other], before.scores[other]-10_000; got != want {
+			t.Errorf("the waiter behind: deadline %d after the other left, want %d (one budget sooner)", got, want)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("holder Unlock: %v", err)
+		}
+		if err := <-behindErr; err != nil {
+			t.Fatalf("the waiter behind: %v", err)
+		}
+		if err := behind.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		ftCheckClean(t, rdb, name, time.Second, c, fc)
+	})
+}
+
 // ---------------------------------------------------------------------------
 // Scenario 7: no hot loop behind a dead waiter.
 
@@ -1080,6 +1247,73 @@ func (h *ftCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// TestFairLock_Lock_noPollBehindStaleWaiter: a live waiter queued behind a
+// stale waiter that is not the head (so nobody purges it yet) while the
+// lock stays held waits for the lock's remaining lease between its calls,
+// about one call per lease; it used to be told 1ms and poll four times a
+// second.
+func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
+	t.Parallel()
+	const (
+		window  = 3 * time.Second
+		maxRate = 2 // calls per second; the lease is 1s
+	)
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		name := uniqueName(t)
+		k := ftKeysOf(name)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		others := ftClient(t, rdb, lualock.Options{WatchdogLease: time.Second})
+		liveC := ftClient(t, rdb, lualock.Options{})
+		hook := &ftCounter{prefix: liveC.ID() + ":"}
+		rdb.AddHook(hook)
+
+		holder, head := others.NewFairLock(name), others.NewFairLock(name)
+		if err := holder.Lock(ctx); err != nil {
+			t.Fatalf("holder Lock: %v", err)
+		}
+		headDone := make(chan error, 1)
+		go func() { headDone <- head.Lock(ctx) }()
+		ftWaitQueued(t, rdb, k, 1)
+		if r, err := ftAcquire(ctx, rdb, k, "stale:1", time.Second.Milliseconds(), lualock.Options{}.FairWait.Milliseconds()+300_000); err != nil || r == nil {
+			t.Fatalf("stale waiter queues = %v, %v", ftPtr(r), err)
+		}
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale:1"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		live := liveC.NewFairLock(name)
+		done := make(chan error, 1)
+		go func() { done <- live.Lock(ctx) }()
+		ftWaitQueued(t, rdb, k, 3)
+		time.Sleep(50 * time.Millisecond) // the first attempts
+		before := hook.n.Load()
+		time.Sleep(window)
+		calls := hook.n.Load() - before
+		t.Logf("live waiter behind a stale one: %d acquire calls in %v", calls, window)
+		if rate := float64(calls) / window.Seconds(); rate > maxRate {
+			t.Errorf("live waiter called the acquire script %d times in %v (%.1f/s), want at most %d/s", calls, window, rate, maxRate)
+		}
+		// Hand on: head, then (the stale one purged) live.
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("holder Unlock: %v", err)
+		}
+		if err := <-headDone; err != nil {
+			t.Fatalf("head Lock: %v", err)
+		}
+		if err := head.Unlock(ctx); err != nil {
+			t.Fatalf("head Unlock: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("live Lock: %v", err)
+		}
+		if err := live.Unlock(ctx); err != nil {
+			t.Errorf("live Unlock: %v", err)
+		}
+		ftCheckClean(t, rdb, name, time.Second, others, liveC)
+	})
 }
 
 // TestFairLock_Lock_noSpinBehindDeadWaiter: a live waiter queued behind a
@@ -1428,6 +1662,10 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 		// for a message or its ttl, try again, as Redisson's tryLock does.
 		const foreign = "00000000-0000-4000-8000-000000000000:7"
 		woken := make(chan time.Time, 1)
+		// armed is set just before go-A's Unlock: the wake-up measured is the
+		// release's message, not the "you are next" sent when go-A took the
+		// lock.
+		var armed atomic.Bool
 		ps := rdb.Subscribe(ctx, k.waiterChannel(foreign))
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
@@ -1450,7 +1688,7 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 				}
 				select {
 				case <-msgs:
-					if first {
+					if first && armed.Load() {
 						first = false
 						woken <- time.Now()
 					}
@@ -1482,6 +1720,7 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 			t.Fatalf("%s got the lock first, want go-A", who)
 		}
 		time.Sleep(20 * time.Millisecond)
+		armed.Store(true)
 		unlocked := time.Now()
 		if err := goA.Unlock(ctx); err != nil {
 			t.Fatalf("go-A Unlock: %v", err)
@@ -1751,7 +1990,7 @@ func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 		if want := []string{"j", "k"}; !slices.Equal(s.queue, want) {
 			t.Errorf("queue %q, want %q (j keeps its place)", s.queue, want)
 		}
-		rdb.Del(ctx, k.lock, k.queue, k.timeouts)
+		ftWindDown(t, rdb, k, "head", lease, wait)
 	})
 }
 
@@ -1805,6 +2044,7 @@ func TestFairAcquire_renewedDeadlineAfterPurge(t *testing.T) {
 	if got := ftMustSnapshot(t, rdb, k).queue; !slices.Equal(got, []string{"live", "new"}) {
 		t.Errorf("queue %q, want live then new", got)
 	}
+	ftWindDown(t, rdb, k, "holder", lease, wait)
 }
 
 // TestFairAcquire_noSelfWake: a waiter whose call purges the dead waiters
@@ -1868,6 +2108,6 @@ func TestFairAcquire_noSelfWake(t *testing.T) {
 		if want := []string{"me", "other"}; !slices.Equal(got, want) {
 			t.Errorf("messages on the waiters' channels %q, want %q", got, want)
 		}
-		rdb.Del(ctx, k.lock, k.queue, k.timeouts)
+		ftWindDown(t, rdb, k, "me", lease, wait)
 	})
 }
