@@ -178,14 +178,15 @@ func (c *Client) NewLock(name string) *Lock {
 func (c *Client) newLock(name string, k kind) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
-		c:       c,
-		name:    name,
-		kind:    k,
-		field:   c.id + ":" + strconv.FormatInt(h, 10),
-		channel: tag(channelPrefix, name),
-		latch:   tag(latchPrefix, name) + ":" + c.id + ":",
-		invalid: checkName(name),
-		op:      newOpLock(),
+		c:        c,
+		name:     name,
+		kind:     k,
+		field:    c.id + ":" + strconv.FormatInt(h, 10),
+		channel:  tag(channelPrefix, name),
+		latch:    tag(latchPrefix, name) + ":" + c.id + ":",
+		fairWait: c.cfg.FairWait,
+		invalid:  checkName(name),
+		op:       newOpLock(),
 	}
 	return l
 }

@@ -99,6 +99,22 @@ func ExampleClient_NewFairLock() {
 	defer lock.Unlock(ctx)
 }
 
+// A fair lock with its own wait budget: a waiter whose process dies holds
+// the queue up for at most this long. Every client of this lock, a
+// Redisson one included, must use the same budget.
+func ExampleClient_NewFairLockWait() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	client, _ := lualock.New(rdb, lualock.Options{})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock := client.NewFairLockWait("deploys", 30*time.Second)
+	if err := lock.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(ctx)
+}
+
 // TryLock waits at most the given time; ErrNotObtained says it was not
 // enough.
 func ExampleLock_TryLock() {

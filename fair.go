@@ -2,6 +2,7 @@ package lualock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/lualock/lualock/generated"
@@ -28,8 +29,8 @@ const fairMinWait = 10 * time.Millisecond
 // waiter, and a dead waiter ahead is purged at its deadline, which the timer
 // follows. With the default budget, 10 000 idle waiters cost about 67 calls
 // a second.
-func (c *Client) fairMaxTimer() time.Duration {
-	return c.cfg.FairWait / 2
+func (l *Lock) fairMaxTimer() time.Duration {
+	return l.fairWait / 2
 }
 
 // NewFairLock returns a handle on the fair lock name, compatible with
@@ -42,7 +43,8 @@ func (c *Client) fairMaxTimer() time.Duration {
 //     behind it are corrected. When Redis answered its last attempt, that is
 //     done before the call returns; otherwise it is done in the background
 //     (Close waits for it), and the handle's next call waits for it too.
-//   - Each waiter has a wait budget (Options.FairWait, default 5 minutes): a
+//   - Each waiter has a wait budget (Options.FairWait, default 5 minutes, or
+//     the one given to NewFairLockWait): a
 //     waiter that has not asked again within its budget counts as gone and
 //     is purged from the queue by the next script call, so a waiter whose
 //     process died delays the others by one budget at most. Live waiters ask
@@ -59,6 +61,21 @@ func (c *Client) NewFairLock(name string) *Lock {
 	return c.newLock(name, fair)
 }
 
+// NewFairLockWait is NewFairLock with the wait budget of this lock instead
+// of Options.FairWait, as Redisson's RedissonFairLock takes its
+// threadWaitTime per lock. Every client of one fair lock, in any process,
+// must use the same budget for it: a handoff takes one budget, the caller's,
+// off every waiter's deadline. A budget under 500ms makes the handle's
+// methods return ErrInvalid.
+func (c *Client) NewFairLockWait(name string, wait time.Duration) *Lock {
+	l := c.newLock(name, fair)
+	l.fairWait = wait
+	if wait < 2*fairMinRetry && l.invalid == nil {
+		l.invalid = fmt.Errorf("%w: fair wait budget %v, want at least %v", ErrInvalid, wait, 2*fairMinRetry)
+	}
+	return l
+}
+
 func (l *Lock) fairKeys() (queue, timeouts string) {
 	return tag(queuePrefix, l.name), tag(timeoutPrefix, l.name)
 }
@@ -73,7 +90,7 @@ func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int
 	queue, timeouts := l.fairKeys()
 	return generated.FairAcquire(ctx, l.c.rdb,
 		generated.FairAcquireKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, WaitMS: l.c.cfg.FairWait.Milliseconds(),
+		generated.FairAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, WaitMS: l.fairWait.Milliseconds(),
 			Holds: int64(want), Publish: l.c.cfg.publish})
 }
 
@@ -83,14 +100,14 @@ func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch st
 		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
 			Latch: latch},
 		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
-			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
+			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish})
 }
 
 func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, error) {
 	queue, timeouts := l.fairKeys()
 	return generated.FairForceRelease(ctx, l.c.rdb,
 		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel, Latch: latch},
-		generated.FairForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.c.cfg.FairWait.Milliseconds(),
+		generated.FairForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(),
 			Publish: l.c.cfg.publish})
 }
 
@@ -100,6 +117,6 @@ func (l *Lock) leaveQueue(ctx context.Context) error {
 	queue, timeouts := l.fairKeys()
 	_, err := generated.FairLeave(ctx, l.c.rdb,
 		generated.FairLeaveKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairLeaveArgs{Field: l.field, WaitMS: l.c.cfg.FairWait.Milliseconds(), Publish: l.c.cfg.publish})
+		generated.FairLeaveArgs{Field: l.field, WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish})
 	return err
 }

@@ -226,6 +226,50 @@ func TestFairLock_Lock_clientClosedStats(t *testing.T) {
 	}
 }
 
+// TestClient_NewFairLockWait_budget: a fair lock made with its own wait
+// budget queues its waiters with that budget (the deadline is the lock's
+// remaining lease plus the budget), not Options.FairWait; a budget under
+// 500ms is ErrInvalid and sends nothing to Redis.
+func TestClient_NewFairLockWait_budget(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := fairMini(t)
+	c := fairNew(t, rdb) // Options.FairWait: the default 5 minutes
+	const name = "own-budget"
+	holder := c.NewFairLockWait(name, 2*time.Second)
+	if err := holder.LockLease(ctx, 10*time.Second); err != nil {
+		t.Fatalf("LockLease: %v", err)
+	}
+	waiter := c.NewFairLockWait(name, 2*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- waiter.TryLock(ctx, 300*time.Millisecond) }()
+	q := fairWaitQueue(t, rdb, name, 1)
+	score, err := rdb.ZScore(ctx, "redisson_lock_timeout:{"+name+"}", q[0]).Result()
+	if err != nil {
+		t.Fatalf("ZSCORE: %v", err)
+	}
+	now := time.Now().UnixMilli()
+	if d := int64(score) - now; d < 11_000 || d > 12_100 {
+		t.Errorf("waiter's deadline is %dms from now, want the lease (10s) + its budget (2s)", d)
+	}
+	if err := <-done; !errors.Is(err, lualock.ErrNotObtained) {
+		t.Errorf("TryLock = %v, want ErrNotObtained", err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+
+	before := mr.CommandCount()
+	bad := c.NewFairLockWait(name, 100*time.Millisecond)
+	for what, err := range lkCalls(ctx, bad) {
+		if !errors.Is(err, lualock.ErrInvalid) {
+			t.Errorf("%s with a 100ms budget = %v, want ErrInvalid", what, err)
+		}
+	}
+	if n := mr.CommandCount() - before; n != 0 {
+		t.Errorf("%d commands reached Redis for a handle with a bad budget", n)
+	}
+}
+
 // Two calls of one fair handle wait as one owner in one place of the queue:
 // when one gives up, the other keeps that place and is served before the
 // waiters that queued after the handle.

@@ -50,13 +50,14 @@ var notHeld = func() context.Context {
 // TryLockLease) expires after it unless unlocked first; the lease of the
 // latest acquisition applies to the whole hold.
 type Lock struct {
-	c       *Client
-	name    string
-	kind    kind
-	field   string // owner field C:H
-	channel string // release channel of the reentrant lock
-	latch   string // unlock latch prefix: tag(latchPrefix, name) + ":" + C + ":"
-	invalid error  // set by a bad name
+	c        *Client
+	name     string
+	kind     kind
+	field    string        // owner field C:H
+	channel  string        // release channel of the reentrant lock
+	fairWait time.Duration // fair lock: the wait budget of each waiter
+	latch    string        // unlock latch prefix: tag(latchPrefix, name) + ":" + C + ":"
+	invalid  error         // set by a bad name
 
 	op opLock // one acquisition or release of this handle at a time
 
@@ -222,7 +223,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 	}
 	floor, ceil := time.Millisecond, l.c.cfg.MaxWaitTimer
 	if l.kind == fair {
-		floor, ceil = fairMinRetry, l.c.fairMaxTimer()
+		floor, ceil = fairMinRetry, l.fairMaxTimer()
 	}
 	bo := l.c.newBackoff()
 	var lastErr error

@@ -17,9 +17,10 @@ type Options struct {
 	// waiter may go without asking again before the others purge it from
 	// the queue, and how long a dead waiter can hold the queue up. Live
 	// waiters ask again at least every FairWait/2. Default 5m, as Redisson;
-	// at least 500ms. Every client of one fair lock, Redisson's included
-	// (its threadWaitTime), must use the same budget: a handoff takes one
-	// budget, the caller's, off every waiter's deadline.
+	// at least 500ms. NewFairLockWait sets it for one lock. Every client of
+	// one fair lock, Redisson's included (its threadWaitTime), must use the
+	// same budget: a handoff takes one budget, the caller's, off every
+	// waiter's deadline.
 	FairWait time.Duration
 
 	// MaxWaitTimer caps the fallback timer of a reentrant lock's waiters: a
