@@ -134,3 +134,13 @@ func keysLeft(t *testing.T, rdb redis.UniversalClient, name string, withLatches 
 	}
 	return left
 }
+
+// passHook is a redis.Hook that changes nothing: the test hooks embed it and
+// override the methods they need.
+type passHook struct{}
+
+func (passHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (passHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

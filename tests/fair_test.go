@@ -1115,15 +1115,10 @@ func TestFairLock_Lock_closeLeavesQueue(t *testing.T) {
 // ftFailAcquire makes the acquire script calls of one owner field fail with
 // a non-transient Redis error once armed, as a server error mid-wait would.
 type ftFailAcquire struct {
+	passHook
 	field string
 	armed atomic.Bool
 	hits  atomic.Int32
-}
-
-func (h *ftFailAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *ftFailAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 func (h *ftFailAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -1218,6 +1213,7 @@ func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
 
 // ftCounter counts the acquire script calls of one client's owner fields.
 type ftCounter struct {
+	passHook
 	prefix string
 	n      atomic.Int64
 }
@@ -1230,8 +1226,6 @@ func (h *ftCounter) count(cmd redis.Cmder) {
 		h.n.Add(1)
 	}
 }
-
-func (h *ftCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *ftCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

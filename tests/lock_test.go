@@ -1350,15 +1350,10 @@ func testRedisRestart(t *testing.T, rdb redis.UniversalClient, s lkServer) {
 // one script run and then reports io.EOF, as if the reply had been lost on
 // the way back.
 type lkLoseReplies struct {
+	passHook
 	sha  string
 	left atomic.Int32
 	lost atomic.Int32
-}
-
-func (h *lkLoseReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *lkLoseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 func (h *lkLoseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -1395,15 +1390,10 @@ func lkHooked(t *testing.T, rdb redis.UniversalClient, hook redis.Hook) redis.Un
 // lkSlowReplies is a go-redis hook that, while armed, holds back the reply
 // of one script's EVALSHA for delay after the script ran.
 type lkSlowReplies struct {
+	passHook
 	sha   string
 	delay time.Duration
 	armed atomic.Bool
-}
-
-func (h *lkSlowReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *lkSlowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 func (h *lkSlowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
