@@ -293,7 +293,9 @@ var FairAcquireScript = &Script{
 // so a repeated call does not count a re-entry twice, and success is 0
 // rather than nil (see lock_acquire).
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use FairAcquireCmd and
 // FairAcquireResult.
@@ -304,10 +306,11 @@ func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a Fai
 	return convert(FairAcquireScript, v, err, asInt)
 }
 
-// FairAcquireCmd sends FairAcquire's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairAcquireResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// FairAcquireCmd sends FairAcquire's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// FairAcquireResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func FairAcquireCmd(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) *redis.Cmd {
 	return FairAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -127,7 +127,9 @@ var FairForceReleaseScript = &Script{
 // fair_acquire). As lock_force_release, the outcome is latched under the
 // request id, so a repeated call does not delete the next owner's lock.
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use FairForceReleaseCmd and
 // FairForceReleaseResult.
@@ -138,10 +140,11 @@ func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseK
 	return convert(FairForceReleaseScript, v, err, asBool)
 }
 
-// FairForceReleaseCmd sends FairForceRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairForceReleaseResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// FairForceReleaseCmd sends FairForceRelease's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// FairForceReleaseResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func FairForceReleaseCmd(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) *redis.Cmd {
 	return FairForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -145,7 +145,9 @@ var FairLeaveScript = &Script{
 // next; if the lock is free, its deadline is cut to one wait budget from now
 // (see fair_acquire).
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use FairLeaveCmd and
 // FairLeaveResult.
@@ -156,10 +158,11 @@ func FairLeave(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLea
 	return convert(FairLeaveScript, v, err, asBool)
 }
 
-// FairLeaveCmd sends FairLeave's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairLeaveResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// FairLeaveCmd sends FairLeave's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// FairLeaveResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func FairLeaveCmd(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLeaveArgs) *redis.Cmd {
 	return FairLeaveScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

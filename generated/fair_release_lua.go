@@ -165,7 +165,9 @@ var FairReleaseScript = &Script{
 // woken too, since nothing else would wake it. Either way the head's deadline
 // is cut to one wait budget from now (see fair_acquire).
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use FairReleaseCmd and
 // FairReleaseResult.
@@ -176,10 +178,11 @@ func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a Fai
 	return convert(FairReleaseScript, v, err, convNullableInt)
 }
 
-// FairReleaseCmd sends FairRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with FairReleaseResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// FairReleaseCmd sends FairRelease's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// FairReleaseResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func FairReleaseCmd(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) *redis.Cmd {
 	return FairReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -124,7 +124,9 @@ var LockAcquireScript = &Script{
 // Success is 0 rather than nil: go-redis turns a nil reply into an error
 // value, which costs every acquisition a dozen allocations.
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use LockAcquireCmd and
 // LockAcquireResult.
@@ -135,10 +137,11 @@ func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a Loc
 	return convert(LockAcquireScript, v, err, asInt)
 }
 
-// LockAcquireCmd sends LockAcquire's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockAcquireResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// LockAcquireCmd sends LockAcquire's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// LockAcquireResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func LockAcquireCmd(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) *redis.Cmd {
 	return LockAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -90,7 +90,9 @@ var LockForceReleaseScript = &Script{
 // lock_release: a force release sent again after a lost reply replays it
 // instead of deleting the lock of the next owner.
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use LockForceReleaseCmd and
 // LockForceReleaseResult.
@@ -101,10 +103,11 @@ func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseK
 	return convert(LockForceReleaseScript, v, err, asBool)
 }
 
-// LockForceReleaseCmd sends LockForceRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockForceReleaseResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// LockForceReleaseCmd sends LockForceRelease's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// LockForceReleaseResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func LockForceReleaseCmd(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) *redis.Cmd {
 	return LockForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

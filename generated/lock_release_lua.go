@@ -113,7 +113,9 @@ var LockReleaseScript = &Script{
 // first outcome instead of releasing a second hold. On the last hold the lock
 // is deleted and "0" is published on the release channel, as Redisson does.
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use LockReleaseCmd and
 // LockReleaseResult.
@@ -124,10 +126,11 @@ func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a Loc
 	return convert(LockReleaseScript, v, err, convNullableInt)
 }
 
-// LockReleaseCmd sends LockRelease's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockReleaseResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// LockReleaseCmd sends LockRelease's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// LockReleaseResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func LockReleaseCmd(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) *redis.Cmd {
 	return LockReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -78,7 +78,9 @@ var LockRenewScript = &Script{
 // it. A lock whose owner field is gone has been lost: expired, deleted or
 // wiped by a restart. All keys of one call must share a cluster slot.
 //
-// It runs EVALSHA and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use LockRenewCmd and
 // LockRenewResult.
@@ -89,10 +91,11 @@ func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRen
 	return convert(LockRenewScript, v, err, convArrayOfInt)
 }
 
-// LockRenewCmd sends LockRenew's EVALSHA once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockRenewResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// LockRenewCmd sends LockRenew's EVALSHA once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// LockRenewResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func LockRenewCmd(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) *redis.Cmd {
 	return LockRenewScript.Cmd(ctx, c, k.keys(), a.args()...)
 }

@@ -53,7 +53,9 @@ var LockStatusScript = &Script{
 
 // LockStatus runs lua/lock_status.lua: reads the state of a lock as one owner sees it, in one round trip.
 //
-// It runs EVALSHA_RO and, when Redis answers NOSCRIPT, loads the script and runs it again. The script is idempotent, so transient errors are retried (see Retry).
+// It runs EVALSHA_RO and, when Redis answers NOSCRIPT,
+// loads the script and runs it again.
+// The script is idempotent, so transient errors are retried (see Retry).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
 // returns an error wrapping ErrPipeline. In pipelines use LockStatusCmd and
 // LockStatusResult.
@@ -64,10 +66,11 @@ func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockS
 	return convert(LockStatusScript, v, err, convArrayOfInt)
 }
 
-// LockStatusCmd sends LockStatus's EVALSHA_RO once, with no NOSCRIPT recovery: use it in
-// pipelines after LoadAll, and read the reply with LockStatusResult. go-redis's
-// Pipelined returns redis.Nil as its error when any reply of the pipeline is
-// nil: read each command's result rather than that error.
+// LockStatusCmd sends LockStatus's EVALSHA_RO once, with no NOSCRIPT
+// recovery: use it in pipelines after LoadAll, and read the reply with
+// LockStatusResult. go-redis's Pipelined returns redis.Nil as its error when
+// any reply of the pipeline is nil: read each command's result rather than
+// that error.
 func LockStatusCmd(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) *redis.Cmd {
 	return LockStatusScript.Cmd(ctx, c, k.keys(), a.args()...)
 }
