@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -29,19 +28,17 @@ func (e *env) contended(v variant, pause time.Duration) {
 	defer inst.close()
 	key := e.key("cont")
 	g := &guard{}
+	cs := &calls{}
 	st := &handoffState{lastHolder: -1}
 
 	type worker struct {
-		m         mutex
-		waits     []time.Duration // completed waits
-		censored  []time.Duration // waits cut short by the end of the run
-		handoffs  []time.Duration
-		holds     []time.Duration
-		acq       int
-		reacq     int
-		lockErrs  int
-		unlockErr int
-		first     error
+		m        mutex
+		waits    []time.Duration // waits that returned (failed ones included)
+		censored []time.Duration // waits cut short by the end of the run
+		handoffs []time.Duration
+		holds    []time.Duration
+		acq      int
+		reacq    int
 	}
 	ws := make([]*worker, n)
 	for i := range ws {
@@ -51,19 +48,15 @@ func (e *env) contended(v variant, pause time.Duration) {
 		ws[i].holds = make([]time.Duration, 0, e.cfg.contMaxOps)
 	}
 	// Warm up one handle per worker (scripts, connections, subscriptions).
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	for _, w := range ws {
-		if err := w.m.lock(wctx); err != nil {
-			fatalf("%s %s warm-up: %v", wl, v.name, err)
+		if cs.lock(context.Background(), w.m) != nil {
+			continue
 		}
 		g.enter()
 		g.bump()
 		g.exit()
-		if err := w.m.unlock(wctx); err != nil {
-			fatalf("%s %s warm-up unlock: %v", wl, v.name, err)
-		}
+		_ = cs.unlock(context.Background(), w.m)
 	}
-	wcancel()
 	gc()
 
 	s0 := e.snap(inst.calls, false)
@@ -78,18 +71,15 @@ func (e *env) contended(v variant, pause time.Duration) {
 			defer wg.Done()
 			for it := 0; it < e.cfg.contMaxOps && time.Now().Before(deadline); it++ {
 				t0 := time.Now()
-				err := w.m.lock(ctx)
+				err := cs.lock(ctx, w.m)
 				t1 := time.Now()
 				if err != nil {
 					if ctx.Err() != nil {
 						w.censored = append(w.censored, t1.Sub(t0))
 						return
 					}
-					w.lockErrs++
-					if w.first == nil {
-						w.first = err
-					}
-					time.Sleep(time.Millisecond) // never spin on a failing Redis
+					w.waits = append(w.waits, t1.Sub(t0)) // a failed wait is a wait too
+					time.Sleep(time.Millisecond)          // never spin on a failing Redis
 					continue
 				}
 				late := !t1.Before(deadline)
@@ -100,7 +90,7 @@ func (e *env) contended(v variant, pause time.Duration) {
 					w.censored = append(w.censored, t1.Sub(t0))
 					g.bump()
 					g.exit()
-					_ = w.m.unlock(context.Background())
+					_ = cs.unlock(context.Background(), w.m)
 					return
 				}
 				prev, rel := st.lastHolder, st.lastRelease
@@ -119,14 +109,7 @@ func (e *env) contended(v variant, pause time.Duration) {
 				st.lastRelease = time.Now()
 				w.holds = append(w.holds, st.lastRelease.Sub(t1))
 				g.exit()
-				uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := w.m.unlock(uctx); err != nil {
-					w.unlockErr++
-					if w.first == nil {
-						w.first = fmt.Errorf("unlock: %w", err)
-					}
-				}
-				ucancel()
+				_ = cs.unlock(context.Background(), w.m)
 				if pause > 0 {
 					time.Sleep(pause)
 				}
@@ -140,9 +123,8 @@ func (e *env) contended(v variant, pause time.Duration) {
 	e.check(wl, v.name, g)
 
 	var waits, handoffs, holds, censored []time.Duration
-	acq, reacq, lockErrs, unlockErrs := 0, 0, 0, 0
+	acq, reacq := 0, 0
 	minAcq, maxAcq := -1, 0
-	var first error
 	for _, w := range ws {
 		waits = append(waits, w.waits...)
 		waits = append(waits, w.censored...)
@@ -151,15 +133,10 @@ func (e *env) contended(v variant, pause time.Duration) {
 		holds = append(holds, w.holds...)
 		acq += w.acq
 		reacq += w.reacq
-		lockErrs += w.lockErrs
-		unlockErrs += w.unlockErr
 		if minAcq < 0 || w.acq < minAcq {
 			minAcq = w.acq
 		}
 		maxAcq = max(maxAcq, w.acq)
-		if first == nil {
-			first = w.first
-		}
 	}
 	if end.After(deadline) {
 		end = deadline
@@ -167,14 +144,9 @@ func (e *env) contended(v variant, pause time.Duration) {
 	window := end.Sub(begin).Seconds()
 	fa := float64(acq)
 	e.rec(wl, v.name, "acq_per_s", fa/window)
-	e.rec(wl, v.name, "wait_p50_ms", ms(percentile(waits, 0.50)))
-	e.rec(wl, v.name, "wait_p99_ms", ms(percentile(waits, 0.99)))
+	e.recPercentiles(wl, v.name, "wait", "ms", waits)
 	e.rec(wl, v.name, "wait_max_ms", ms(percentile(waits, 1)))
-	if len(handoffs) > 0 {
-		e.rec(wl, v.name, "handoff_p50_ms", ms(percentile(handoffs, 0.50)))
-		e.rec(wl, v.name, "handoff_p99_ms", ms(percentile(handoffs, 0.99)))
-	}
-	e.rec(wl, v.name, "handoffs", float64(len(handoffs)))
+	e.recPercentiles(wl, v.name, "handoff", "ms", handoffs)
 	e.rec(wl, v.name, "reacq_share_pct", 100*float64(reacq)/max(fa, 1))
 	e.rec(wl, v.name, "acq_per_goroutine_min", float64(minAcq))
 	e.rec(wl, v.name, "acq_per_goroutine_max", float64(maxAcq))
@@ -188,17 +160,14 @@ func (e *env) contended(v variant, pause time.Duration) {
 		e.rec(wl, v.name, "redis_cmds_per_s", float64(d.cmds)/d.dur.Seconds())
 		e.note(wl+"/cmds", "%s: %s", v.name, perOp(d, max(fa, 1)))
 	}
-	if lockErrs+unlockErrs > 0 {
-		e.rec(wl, v.name, "errors", float64(lockErrs+unlockErrs))
-		e.note(wl, "%s: %d lock and %d unlock errors (first: %v)", v.name, lockErrs, unlockErrs, first)
-	}
+	e.recCalls(wl, v.name, cs)
 	if gu := giveUpsOf(inst); gu > 0 {
 		e.rec(wl, v.name, "lock_calls_given_up", float64(gu))
 	}
-	logf("%-24s %-50s %6.0f acq/s  wait p50 %7.2fms p99 %8.2fms  handoff p50 %6.2fms p99 %7.2fms (%d)  reacq %3.0f%%  per-goroutine %d..%d  unfinished %d",
-		wl, v.name, fa/window, ms(percentile(waits, 0.5)), ms(percentile(waits, 0.99)),
+	logf("%-24s %-50s %6.0f acq/s  wait p50 %7.2fms p99 %8.2fms (n %d)  handoff p50 %6.2fms p99 %7.2fms (n %d)  reacq %3.0f%%  per-goroutine %d..%d  unfinished %d  errors %d (stalls %d)",
+		wl, v.name, fa/window, ms(percentile(waits, 0.5)), ms(percentile(waits, 0.99)), len(waits),
 		ms(percentile(handoffs, 0.5)), ms(percentile(handoffs, 0.99)), len(handoffs),
-		100*float64(reacq)/max(fa, 1), minAcq, maxAcq, len(censored))
+		100*float64(reacq)/max(fa, 1), minAcq, maxAcq, len(censored), cs.errs.Load(), cs.stalls.Load())
 }
 
 func giveUpsOf(i instance) int64 {

@@ -21,14 +21,16 @@ import (
 type env struct {
 	cfg     config
 	admin   *redis.Client
+	adminN  *nameCounts // commands the admin connection sent, by name
 	runID   string
 	seq     atomic.Int64
 	round   int
 	elapsed time.Duration
 
 	startedServer bool
-	revision      string // of the library under test, at start
-	load0, load1  load   // the machine's load at start and end
+	revision      revision // of the library under test, at start
+	started       time.Time
+	load0, load1  load // the machine's load at start and end
 
 	redisVersion string
 
@@ -43,11 +45,12 @@ type sampleKey struct{ library, workload, metric string }
 func newEnv(cfg config) (*env, error) {
 	e := &env{
 		cfg:     cfg,
-		admin:   newAdmin(cfg.addr),
+		adminN:  &nameCounts{},
 		runID:   strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
 		samples: map[sampleKey][]float64{},
 		notes:   map[string][]string{},
 	}
+	e.admin = newAdmin(cfg.addr, e.adminN)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	info, err := e.info(ctx, "server")
@@ -62,6 +65,13 @@ func newEnv(cfg config) (*env, error) {
 func (e *env) key(parts ...string) string {
 	return fmt.Sprintf("lb:%s:%s:%d", e.runID, strings.Join(parts, ":"), e.seq.Add(1))
 }
+
+// keyPattern matches every key of this run, and the keys a library names
+// after them (lualock's latches and queues, rueidislock's key copies).
+func (e *env) keyPattern() string { return "*lb:" + e.runID + ":*" }
+
+// clientName returns a connection name unique to this run (CLIENT SETNAME).
+func (e *env) clientName() string { return fmt.Sprintf("lb-%s-%d", e.runID, e.seq.Add(1)) }
 
 // rec stores one round's value of a metric.
 func (e *env) rec(workload, library, metric string, v float64) {
@@ -138,18 +148,11 @@ type cmdStat struct{ calls, usec int64 }
 type snapshot struct {
 	at    time.Time
 	cmds  map[string]cmdStat
-	cpu   float64 // used_cpu_user + used_cpu_sys, seconds
-	calls int64   // client-side requests of the library under test
+	admin map[string]int64 // commands the admin connection sent before cmds was read
+	cpu   float64          // used_cpu_user + used_cpu_sys, seconds
+	calls int64            // client-side requests of the library under test
 	rus   time.Duration
 	mem   runtime.MemStats
-}
-
-// adminCommands are the commands the bench itself sends; they are left out
-// of every command count.
-var adminCommands = map[string]bool{
-	"info": true, "client|list": true, "pubsub|channels": true, "pubsub|numpat": true,
-	"pubsub|numsub": true, "config|set": true, "config|get": true, "slowlog|get": true,
-	"slowlog|reset": true, "slowlog|len": true, "llen": true, "dbsize": true, "scan": true,
 }
 
 func (e *env) snap(calls func() int64, withMem bool) snapshot {
@@ -164,6 +167,10 @@ func (e *env) snap(calls func() int64, withMem bool) snapshot {
 		s.calls = calls()
 	}
 	s.at = time.Now()
+	// INFO reports the commands that ran before it, not itself: the admin
+	// commands in a delta are those sent from one snapshot's INFO
+	// commandstats up to the next one's.
+	s.admin = e.adminN.snapshot()
 	info, err := e.info(ctx, "commandstats")
 	if err != nil {
 		fatalf("INFO commandstats: %v", err)
@@ -199,7 +206,7 @@ func (e *env) snap(calls func() int64, withMem bool) snapshot {
 // delta is what happened between two snapshots.
 type delta struct {
 	dur         time.Duration
-	cmds        int64 // commandstats calls, script-internal ones included
+	cmds        int64 // commandstats calls, script-internal ones included, less the bench's admin commands
 	scriptCalls int64 // EVAL/EVALSHA/FCALL calls
 	evalshaUsec int64
 	scriptUsec  int64 // EVAL/EVALSHA execution time, inner commands included
@@ -220,11 +227,8 @@ func diff(a, b snapshot) delta {
 		byCmd:       map[string]int64{},
 	}
 	for name, st := range b.cmds {
-		if adminCommands[name] {
-			continue
-		}
-		n := st.calls - a.cmds[name].calls
-		if n == 0 {
+		n := st.calls - a.cmds[name].calls - (b.admin[name] - a.admin[name])
+		if n <= 0 {
 			continue
 		}
 		d.cmds += n
@@ -241,8 +245,9 @@ func diff(a, b snapshot) delta {
 	return d
 }
 
-// countKeys counts the keys matching pattern (SCAN).
-func (e *env) countKeys(pattern string) int64 {
+// scanKeys calls f with every batch of keys matching pattern (SCAN) and
+// returns how many there were.
+func (e *env) scanKeys(pattern string, f func(ctx context.Context, keys []string)) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var n int64
@@ -253,19 +258,81 @@ func (e *env) countKeys(pattern string) int64 {
 			fatalf("SCAN: %v", err)
 		}
 		n += int64(len(keys))
+		if len(keys) > 0 && f != nil {
+			f(ctx, keys)
+		}
 		if cursor = next; cursor == 0 {
 			return n
 		}
 	}
 }
 
-// clientCount is the number of connections open on the server.
-func (e *env) clientCount(ctx context.Context) int {
+// countKeys counts the keys matching pattern.
+func (e *env) countKeys(pattern string) int64 { return e.scanKeys(pattern, nil) }
+
+// dropKeys deletes the keys of this run (and only those: with -addr the
+// server is someone else's) until a SCAN finds none, so that keys one
+// library leaves behind (lualock's unlock latches expire after 10 s) are
+// not expired, and billed, during the next library's run.
+func (e *env) dropKeys() {
+	var total int64
+	for range 5 {
+		n := e.scanKeys(e.keyPattern(), func(ctx context.Context, keys []string) {
+			if err := e.admin.Del(ctx, keys...).Err(); err != nil {
+				fatalf("DEL of the bench's keys: %v", err)
+			}
+		})
+		if n == 0 {
+			if total > 0 {
+				logf("deleted %d keys the run left", total)
+			}
+			return
+		}
+		total += n
+	}
+	warnf("keys matching %s still appear after 5 rounds of deletion", e.keyPattern())
+}
+
+// conns is what CLIENT LIST shows of the connections named name.
+type conns struct {
+	total    int // connections
+	pubsub   int // of them in pub/sub mode (flag P, or sub, ssub or psub > 0)
+	subs     int // sum of sub + ssub + psub: channels, shard channels, patterns
+	tracking int // of them with client-side-caching tracking on (flag t)
+}
+
+// clientsNamed counts the server's connections named name (CLIENT LIST).
+func (e *env) clientsNamed(ctx context.Context, name string) conns {
 	s, err := e.admin.ClientList(ctx).Result()
 	if err != nil {
 		fatalf("CLIENT LIST: %v", err)
 	}
-	return strings.Count(s, "\n")
+	var c conns
+	for _, line := range strings.Split(s, "\n") {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		if f["name"] != name {
+			continue
+		}
+		subs := 0
+		for _, k := range []string{"sub", "ssub", "psub"} {
+			n, _ := strconv.Atoi(f[k])
+			subs += n
+		}
+		c.total++
+		c.subs += subs
+		if strings.Contains(f["flags"], "P") || subs > 0 {
+			c.pubsub++
+		}
+		if strings.Contains(f["flags"], "t") {
+			c.tracking++
+		}
+	}
+	return c
 }
 
 // pubsubCounts returns the channels with subscribers and the patterns.
@@ -282,6 +349,25 @@ func (e *env) pubsubCounts(ctx context.Context) (channels, patterns int) {
 }
 
 // ---- small helpers ----
+
+// minSample is the smallest sample a percentile is reported for: over
+// fewer values p99 is about the maximum.
+const minSample = 100
+
+// recPercentiles records the size of sample d as name_n and, when it has at
+// least minSample values, its p50 and p99 as name_p50_unit, name_p99_unit.
+func (e *env) recPercentiles(workload, library, name, unit string, d []time.Duration) {
+	e.rec(workload, library, name+"_n", float64(len(d)))
+	if len(d) < minSample {
+		return
+	}
+	conv := us
+	if unit == "ms" {
+		conv = ms
+	}
+	e.rec(workload, library, name+"_p50_"+unit, conv(percentile(d, 0.50)))
+	e.rec(workload, library, name+"_p99_"+unit, conv(percentile(d, 0.99)))
+}
 
 // percentile returns the q-quantile (nearest rank) of d, which it sorts.
 func percentile(d []time.Duration, q float64) time.Duration {

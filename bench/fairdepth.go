@@ -38,12 +38,13 @@ func (e *env) fairDepth(depth int) {
 	key := e.key("fair")
 	queueKey, timeoutsKey := "redisson_lock_queue:{"+key+"}", "redisson_lock_timeout:{"+key+"}"
 	g := &guard{}
+	cs := &calls{}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	setupDeadline := time.Now().Add(3 * time.Minute)
 
 	h0 := inst.newMutex(key)
-	if err := h0.lock(ctx); err != nil {
+	if err := cs.lock(ctx, h0); err != nil {
 		fatalf("%s: holder lock: %v", wl, err)
 	}
 	g.enter()
@@ -58,7 +59,14 @@ func (e *env) fairDepth(depth int) {
 		go func() {
 			defer wg.Done()
 			m := inst.newMutex(key)
-			if err := m.lock(ctx); err != nil || stopping.Load() {
+			// The wait is the workload: it is bounded by the phase, not
+			// by callTimeout.
+			err := m.lock(ctx)
+			if stopping.Load() {
+				return
+			}
+			if err != nil {
+				cs.fail(err, false)
 				return
 			}
 			g.enter()
@@ -66,11 +74,7 @@ func (e *env) fairDepth(depth int) {
 			c := got.Add(1)
 			if c < int64(K) {
 				g.exit()
-				uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := m.unlock(uctx); err != nil {
-					warnf("%s: unlock: %v", wl, err)
-				}
-				ucancel()
+				_ = cs.unlock(context.Background(), m)
 				return
 			}
 			if c == int64(K) {
@@ -113,7 +117,7 @@ func (e *env) fairDepth(depth int) {
 	restore := e.slowlogOn(ctx)
 	s0 := e.snap(li.calls, false)
 	g.exit()
-	if err := h0.unlock(ctx); err != nil {
+	if err := cs.unlock(ctx, h0); err != nil {
 		fatalf("%s: holder unlock: %v", wl, err)
 	}
 	select {
@@ -221,6 +225,9 @@ func (e *env) fairDepth(depth int) {
 	d := diff(s0, s1)
 	e.rec(wl, lib, "queued", float64(queued))
 	e.rec(wl, lib, "setup_s", setup.Seconds())
+	e.rec(wl, lib, "acquire_n", float64(len(acqUs)))
+	e.rec(wl, lib, "release_n", float64(len(relUs)))
+	e.rec(wl, lib, "join_n", float64(len(joinUs)))
 	if len(acqUs) > 0 {
 		e.rec(wl, lib, "acquire_server_us", us(percentile(acqUs, 0.5)))
 		e.rec(wl, lib, "acquire_server_us_max", us(percentile(acqUs, 1)))
@@ -236,6 +243,7 @@ func (e *env) fairDepth(depth int) {
 	e.rec(wl, lib, "evalsha_usec_per_handoff", float64(d.evalshaUsec)/float64(K))
 	e.rec(wl, lib, "redis_cpu_us_per_handoff", us(d.redisCPU)/float64(K))
 	e.rec(wl, lib, "other_evalsha_in_window", float64(others))
+	e.recCalls(wl, lib, cs)
 	logf("%-24s %-20s queued %5d (setup %5.1fs): acquire %7.0fµs  release %5.0fµs  join %6.0fµs  re-ask %6.0fµs  commandstats evalsha %7.0fµs/handoff  other calls %d",
 		wl, lib, queued, setup.Seconds(), us(percentile(acqUs, 0.5)), us(percentile(relUs, 0.5)),
 		us(percentile(joinUs, 0.5)), us(percentile(reaskUs, 0.5)), float64(d.evalshaUsec)/float64(K), others)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ import (
 const (
 	libLualock      = "lualock"
 	libLualockFair  = "lualock (fair)"
-	libRedislock    = "redislock (README: LinearBackoff 100ms)"
+	libRedislock    = "redislock (example: LinearBackoff 100ms)"
 	libRedislockT   = "redislock (tuned: LinearBackoff 1ms)"
 	libRedsync      = "redsync (defaults)"
 	libRedsyncT     = "redsync (tuned: WithRetryDelay 1ms, WithTries max)"
@@ -47,6 +48,7 @@ type variant struct {
 
 // openOpts are the per-workload settings of an instance.
 type openOpts struct {
+	name    string        // CLIENT SETNAME of every connection (mustOpen picks one when empty)
 	ttl     time.Duration // lease of locks that have no auto-renewal (redislock, redsync)
 	wdLease time.Duration // lualock WatchdogLease; rueidislock KeyValidity; 0: library default
 }
@@ -78,28 +80,87 @@ type giveUps struct{ n atomic.Int64 }
 
 // ---- go-redis with a request counter ----
 
-type countHook struct{ n *atomic.Int64 }
+// countHook counts the requests a go-redis client sends, and by command
+// name (as INFO commandstats spells it) when byName is set.
+type countHook struct {
+	n      *atomic.Int64
+	byName *nameCounts
+}
+
+func (h countHook) count(cmd redis.Cmder) {
+	h.n.Add(1)
+	if h.byName != nil {
+		h.byName.add(statName(cmd.Args()))
+	}
+}
 
 func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
+		h.count(cmd)
 		return next(ctx, cmd)
 	}
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
+		for _, c := range cmds {
+			h.count(c)
+		}
 		return next(ctx, cmds)
 	}
 }
 
+// nameCounts counts commands by name.
+type nameCounts struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (c *nameCounts) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int64{}
+	}
+	c.m[name]++
+}
+
+func (c *nameCounts) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+// containerCommands are the commands whose subcommand INFO commandstats
+// counts separately, as "client|list".
+var containerCommands = map[string]bool{
+	"acl": true, "client": true, "cluster": true, "command": true, "config": true, "function": true,
+	"latency": true, "memory": true, "module": true, "object": true, "pubsub": true, "script": true,
+	"slowlog": true, "xinfo": true,
+}
+
+// statName is the name INFO commandstats counts a command under.
+func statName(args []any) string {
+	if len(args) == 0 {
+		return ""
+	}
+	name := strings.ToLower(fmt.Sprint(args[0]))
+	if containerCommands[name] && len(args) > 1 {
+		name += "|" + strings.ToLower(fmt.Sprint(args[1]))
+	}
+	return name
+}
+
 // goRedis returns a go-redis client with the library defaults (pool of
-// 10 × GOMAXPROCS connections) and a request counter.
-func goRedis(addr string) (*redis.Client, *atomic.Int64) {
+// 10 × GOMAXPROCS connections), a client name and a request counter.
+func goRedis(addr, name string) (*redis.Client, *atomic.Int64) {
 	n := new(atomic.Int64)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	c.AddHook(countHook{n})
+	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: name})
+	c.AddHook(countHook{n: n})
 	return c, n
 }
 
@@ -114,7 +175,7 @@ type lualockInst struct {
 
 func openLualock(fair bool) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
-		rdb, n := goRedis(e.cfg.addr)
+		rdb, n := goRedis(e.cfg.addr, o.name)
 		c, err := lualock.New(rdb, lualock.Options{WatchdogLease: o.wdLease})
 		if err != nil {
 			rdb.Close()
@@ -169,7 +230,7 @@ type redislockInst struct {
 
 func openRedislock(retry func() redislock.RetryStrategy) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
-		rdb, n := goRedis(e.cfg.addr)
+		rdb, n := goRedis(e.cfg.addr, o.name)
 		ttl := o.ttl
 		if ttl == 0 {
 			ttl = 30 * time.Second
@@ -238,7 +299,7 @@ type redsyncInst struct {
 
 func openRedsync(tuned bool) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
-		rdb, n := goRedis(e.cfg.addr)
+		rdb, n := goRedis(e.cfg.addr, o.name)
 		var opts []redsync.Option
 		if o.ttl > 0 {
 			opts = append(opts, redsync.WithExpiry(o.ttl))
@@ -341,7 +402,7 @@ func openRueidis(tuned bool) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
 		n := new(atomic.Int64)
 		opt := rueidislock.LockerOption{
-			ClientOption: rueidis.ClientOption{InitAddress: []string{e.cfg.addr}},
+			ClientOption: rueidis.ClientOption{InitAddress: []string{e.cfg.addr}, ClientName: o.name},
 			KeyValidity:  o.wdLease,
 			ClientBuilder: func(co rueidis.ClientOption) (rueidis.Client, error) {
 				c, err := rueidis.NewClient(co)
@@ -380,7 +441,8 @@ type rueidisMutex struct {
 }
 
 // lock takes the lock; it lives until unlock or until ctx ends (rueidislock
-// derives the hold's context from the waiting one).
+// derives the hold's context from the waiting one: the bench's per-call
+// contexts are only cancelled when a call overruns, see calls.do).
 func (m *rueidisMutex) lock(ctx context.Context) error {
 	lctx, cancel, err := m.i.l.WithContext(ctx, m.key)
 	if err != nil {
@@ -446,8 +508,8 @@ type pingInst struct {
 	n   *atomic.Int64
 }
 
-func openPing(e *env, _ openOpts) (instance, error) {
-	rdb, n := goRedis(e.cfg.addr)
+func openPing(e *env, o openOpts) (instance, error) {
+	rdb, n := goRedis(e.cfg.addr, o.name)
 	return &pingInst{rdb: rdb, n: n}, nil
 }
 
@@ -501,7 +563,12 @@ func watchdogVariants() []variant {
 	return []variant{vLualock, vRueidis, vRueidisT, vRedislockEm, vRedsyncEm}
 }
 
+// mustOpen opens a fresh client of v; its connections are named o.name, or
+// a name of the bench's own when o.name is empty.
 func (v variant) mustOpen(e *env, o openOpts) instance {
+	if o.name == "" {
+		o.name = e.clientName()
+	}
 	i, err := v.open(e, o)
 	if err != nil {
 		fatalf("open %s: %v", v.name, err)

@@ -1,14 +1,15 @@
 // Command bench measures lualock side by side with the Go Redis lock
 // libraries people use today (github.com/bsm/redislock,
 // github.com/go-redsync/redsync/v4, github.com/redis/rueidis/rueidislock)
-// on the same Redis in the same run, and writes REPORT.md and results.json.
+// on the same Redis in the same run, and writes REPORT.md, results.json and
+// run.json (what the run was: mode, rounds, sizes, revision).
 //
 //	go run . [-addr host:port] [-quick] [-rounds N] [-out DIR]
 //
 // Without -addr it starts its own redis-server (no persistence, a free
 // loopback port, never 6379) and stops it by pid at the end. Libraries are
-// interleaved A B C D A B C D… within every workload, over -rounds rounds;
-// the report gives medians with min–max. An overlap detector runs in every
+// interleaved A B C D, B C D A, … within every workload, over -rounds
+// rounds; the report gives medians with min–max. An overlap detector runs in every
 // workload: any overlap fails the run with exit status 3. See README.md.
 package main
 
@@ -21,6 +22,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -129,7 +131,7 @@ func main() {
 	quick := flag.Bool("quick", false, "smoke mode: every workload small (CI); results go to a temp dir by default")
 	rounds := flag.Int("rounds", 0, "rounds of every workload (default 3, quick 1)")
 	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog); default all")
-	out := flag.String("out", "", "directory for REPORT.md and results.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
+	out := flag.String("out", "", "directory for REPORT.md, results.json and run.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
 	flag.Parse()
 
 	cfg := defaults(*quick)
@@ -153,7 +155,7 @@ func main() {
 		}
 	}
 	if (cfg.quick || len(cfg.only) > 0) && isBenchDir(cfg.out) {
-		fatalf("-quick and -only must not overwrite the committed REPORT.md/results.json in %s: pass another -out", cfg.out)
+		fatalf("-quick and -only must not overwrite the committed REPORT.md, results.json and run.json in %s: pass another -out", cfg.out)
 	}
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		fatalf("%v", err)
@@ -192,19 +194,18 @@ func main() {
 	}
 	e.startedServer = server != nil
 	e.revision = lualockRevision()
-	start := time.Now()
+	e.started = time.Now()
 	e.load0 = e.sampleLoad()
 	e.run()
 	e.load1 = e.sampleLoad()
-	e.elapsed = time.Since(start)
+	e.elapsed = time.Since(e.started)
 	e.admin.Close()
 	stopServer()
 
 	if err := e.write(); err != nil {
 		fatalf("write report: %v", err)
 	}
-	logf("done in %v; wrote %s and %s", e.elapsed.Round(time.Second),
-		filepath.Join(cfg.out, "REPORT.md"), filepath.Join(cfg.out, "results.json"))
+	logf("done in %v; wrote REPORT.md, results.json and run.json in %s", e.elapsed.Round(time.Second), cfg.out)
 }
 
 // isBenchDir reports whether dir is this module's directory, where the
@@ -235,51 +236,60 @@ func logf(format string, args ...any) {
 }
 
 // run executes every workload, rounds as the outer loop and libraries
-// interleaved inside each workload.
+// interleaved inside each workload, in an order that rotates by one every
+// round.
 func (e *env) run() {
 	for r := 1; r <= e.cfg.rounds; r++ {
 		e.round = r
 		logf("=== round %d/%d", r, e.cfg.rounds)
 		if e.runs("uncontended") {
 			for _, g := range e.cfg.uncGoroutines {
-				for _, v := range uncontendedVariants() {
-					stop := e.stallGuard(uncontendedWorkload(g), v.name, e.cfg.uncDur+2*time.Minute)
-					e.uncontended(v, g)
-					stop()
+				for _, v := range rotate(uncontendedVariants(), r-1) {
+					e.step(uncontendedWorkload(g), v.name, e.cfg.uncDur+2*time.Minute, func() { e.uncontended(v, g) })
 				}
 			}
 		}
 		if e.runs("contended") {
 			for _, pause := range []time.Duration{0, e.cfg.pause} {
-				for _, v := range contendedVariants() {
-					stop := e.stallGuard(contendedWorkload(pause), v.name, e.cfg.contDur+2*time.Minute)
-					e.contended(v, pause)
-					stop()
+				for _, v := range rotate(contendedVariants(), r-1) {
+					e.step(contendedWorkload(pause), v.name, e.cfg.contDur+2*time.Minute, func() { e.contended(v, pause) })
 				}
 			}
 		}
 		if e.runs("fair") {
 			for _, d := range e.cfg.depths {
-				stop := e.stallGuard(fairDepthWorkload(d), libLualockFair, 8*time.Minute)
-				e.fairDepth(d)
-				stop()
+				e.step(fairDepthWorkload(d), libLualockFair, 8*time.Minute, func() { e.fairDepth(d) })
 			}
 		}
 		if e.runs("waiting") {
-			for _, v := range waitingVariants() {
-				stop := e.stallGuard(waitingWorkload, v.name, e.cfg.waitSettle+e.cfg.waitWindow+4*time.Minute)
-				e.waiting(v)
-				stop()
+			for _, v := range rotate(waitingVariants(), r-1) {
+				e.step(waitingWorkload, v.name, e.cfg.waitSettle+e.cfg.waitWindow+4*time.Minute, func() { e.waiting(v) })
 			}
 		}
 		if e.runs("watchdog") {
-			for _, v := range watchdogVariants() {
-				stop := e.stallGuard(watchdogWorkload, v.name, 5*time.Minute)
-				e.watchdog(v)
-				stop()
+			for _, v := range rotate(watchdogVariants(), r-1) {
+				e.step(watchdogWorkload, v.name, 5*time.Minute, func() { e.watchdog(v) })
 			}
 		}
 	}
+}
+
+// rotate returns vs starting at index r mod len(vs), wrapping around: round
+// r (from 0) runs the libraries in that order, so that no library always
+// runs first or right after another one.
+func rotate(vs []variant, r int) []variant {
+	k := r % len(vs)
+	return append(append([]variant(nil), vs[k:]...), vs[:k]...)
+}
+
+// step runs one library's run of a workload under a stall guard, then
+// deletes the keys the run left, so that the next library starts on a
+// Redis with none of them.
+func (e *env) step(workload, library string, limit time.Duration, run func()) {
+	stop := e.stallGuard(workload, library, limit)
+	run()
+	e.dropKeys()
+	stop()
 }
 
 // stallGuard bounds one run in time: if it has not returned after limit,
@@ -299,7 +309,10 @@ var knownWorkloads = map[string]bool{"uncontended": true, "contended": true, "fa
 
 func (e *env) runs(w string) bool { return len(e.cfg.only) == 0 || e.cfg.only[w] }
 
-// newAdmin returns the bench's own connection for INFO and friends.
-func newAdmin(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, ReadTimeout: 30 * time.Second})
+// newAdmin returns the bench's own connection for INFO and friends; it
+// counts what it sends in counts, to be left out of the command counts.
+func newAdmin(addr string, counts *nameCounts) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, ReadTimeout: 30 * time.Second})
+	c.AddHook(countHook{n: new(atomic.Int64), byName: counts})
+	return c
 }

@@ -12,43 +12,57 @@ func uncontendedWorkload(g int) string { return fmt.Sprintf("uncontended-%d", g)
 // uncontended runs lock+unlock loops, g goroutines each on its own key.
 func (e *env) uncontended(v variant, g int) {
 	wl := uncontendedWorkload(g)
-	inst := v.mustOpen(e, openOpts{ttl: 30 * time.Second})
+	o := openOpts{ttl: 30 * time.Second}
+	inst := v.mustOpen(e, o)
 	defer inst.close()
+	cs := &calls{}
 
 	type worker struct {
-		m     mutex
-		g     *guard
-		lat   []time.Duration
-		errs  int
-		first error
+		key string
+		m   mutex
+		s   *slot // its calls' context, cancelled by watch on overrun
+		g   *guard
+		lat []time.Duration // every attempt, failed ones included
+		ok  int             // lock+unlock pairs that succeeded
 	}
 	ws := make([]*worker, g)
+	slots := make([]*slot, g)
 	perG := max(e.cfg.uncMaxOps/g, 1000)
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.uncDur+30*time.Second)
-	defer cancel()
+	end := time.Now().Add(e.cfg.uncDur + 30*time.Second) // of the slots' contexts
 	// A token of this run in every key name, so that the keys the run
 	// leaves behind (latches, by their lock's name) can be counted.
 	tok := fmt.Sprintf("unc%d", e.seq.Add(1))
 	for i := range ws {
-		ws[i] = &worker{m: inst.newMutex(e.key(tok, fmt.Sprint(i))), g: &guard{}, lat: make([]time.Duration, 0, perG)}
+		key := e.key(tok, fmt.Sprint(i))
+		slots[i] = newSlot(end)
+		ws[i] = &worker{key: key, m: inst.newMutex(key), s: slots[i], g: &guard{}, lat: make([]time.Duration, 0, perG)}
+	}
+	stopWatch := watch(slots)
+	// op is one lock+unlock pair; it returns how long it took.
+	op := func(w *worker) time.Duration {
+		t0 := time.Now()
+		if err := w.s.lock(cs, w.m); err != nil {
+			return time.Since(t0)
+		}
+		w.g.enter()
+		w.g.bump()
+		w.g.exit()
+		if w.s.unlock(cs, w.m) == nil {
+			w.ok++
+		}
+		return time.Since(t0)
 	}
 	// Warm up: scripts loaded, connections dialled, caches primed.
+	const warmup = 20
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 20 {
-				if err := w.m.lock(ctx); err != nil {
-					fatalf("%s %s warm-up lock: %v", wl, v.name, err)
-				}
-				w.g.enter()
-				w.g.bump()
-				w.g.exit()
-				if err := w.m.unlock(ctx); err != nil {
-					fatalf("%s %s warm-up unlock: %v", wl, v.name, err)
-				}
+			for range warmup {
+				op(w)
 			}
+			w.ok = 0
 		}()
 	}
 	wg.Wait()
@@ -62,24 +76,7 @@ func (e *env) uncontended(v variant, g int) {
 			defer wg.Done()
 			<-start
 			for len(w.lat) < cap(w.lat) && time.Now().Before(deadline) {
-				t0 := time.Now()
-				if err := w.m.lock(ctx); err != nil {
-					w.errs++
-					if w.first == nil {
-						w.first = err
-					}
-					continue
-				}
-				w.g.enter()
-				w.g.bump()
-				w.g.exit()
-				if err := w.m.unlock(ctx); err != nil {
-					w.errs++
-					if w.first == nil {
-						w.first = err
-					}
-				}
-				w.lat = append(w.lat, time.Since(t0))
+				w.lat = append(w.lat, op(w))
 			}
 		}()
 	}
@@ -88,28 +85,35 @@ func (e *env) uncontended(v variant, g int) {
 	close(start)
 	wg.Wait()
 	s1 := e.snap(inst.calls, true)
+	stopWatch()
 	left := e.countKeys(fmt.Sprintf("*lb:%s:%s:*", e.runID, tok))
 	d := diff(s0, s1)
 
 	var lat []time.Duration
-	errs := 0
-	var first error
+	ok := 0
 	guards := make([]*guard, len(ws))
+	var keys []string
+	var holders []mutex
 	for i, w := range ws {
 		lat = append(lat, w.lat...)
-		errs += w.errs
-		if first == nil {
-			first = w.first
-		}
+		ok += w.ok
 		guards[i] = w.g
+		keys = append(keys, w.key)
+		holders = append(holders, w.m)
+	}
+	if v.name != libPing { // a PING is no lock: there is nothing to exclude
+		n := min(len(ws), 8)
+		e.probeExclusion(v, o, cs, keys[:n], holders[:n], guards[:n])
 	}
 	e.check(wl, v.name, guards...)
-	ops := float64(len(lat))
-	// The window ends at the last goroutine's last op, not at the snapshot.
+	ops := float64(ok)
+	// The window runs from snapshot to snapshot: from just before the
+	// goroutines start to just after the last of them returns, which is
+	// after the end of its last op (started before the deadline; a stalled
+	// call ends at callTimeout). Every count below is over that window.
 	el := d.dur.Seconds()
 	e.rec(wl, v.name, "ops_per_s", ops/el)
-	e.rec(wl, v.name, "latency_p50_us", us(percentile(lat, 0.50)))
-	e.rec(wl, v.name, "latency_p99_us", us(percentile(lat, 0.99)))
+	e.recPercentiles(wl, v.name, "latency", "us", lat)
 	e.rec(wl, v.name, "allocs_per_op", float64(d.mallocs)/ops)
 	e.rec(wl, v.name, "redis_cmds_per_op", float64(d.cmds)/ops)
 	e.rec(wl, v.name, "script_calls_per_op", float64(d.scriptCalls)/ops)
@@ -117,14 +121,39 @@ func (e *env) uncontended(v variant, g int) {
 	e.rec(wl, v.name, "redis_cpu_us_per_op", us(d.redisCPU)/ops)
 	e.rec(wl, v.name, "client_cpu_us_per_op", us(d.clientCPU)/ops)
 	e.rec(wl, v.name, "script_exec_us_per_op", float64(d.scriptUsec)/ops)
-	e.rec(wl, v.name, "keys_left_per_op", float64(left)/(ops+float64(20*g))) // the warm-up's ops used the same keys
-	if errs > 0 {
-		e.rec(wl, v.name, "errors", float64(errs))
-		e.note(wl, "%s: %d errors (first: %v)", v.name, errs, first)
-	}
+	e.rec(wl, v.name, "keys_left_per_op", float64(left)/(ops+float64(warmup*g))) // the warm-up's ops used the same keys
+	e.recCalls(wl, v.name, cs)
 	e.note(wl+"/cmds", "%s: %s", v.name, perOp(d, ops))
-	logf("%-16s %-50s %9.0f ops/s  p50 %6.0fµs  p99 %6.0fµs  %5.1f allocs/op  %4.1f cmds/op  %4.2f req/op",
-		wl, v.name, ops/el, us(percentile(lat, 0.5)), us(percentile(lat, 0.99)), float64(d.mallocs)/ops, float64(d.cmds)/ops, float64(d.clientCalls)/ops)
+	logf("%-16s %-50s %9.0f ops/s  p50 %6.0fµs  p99 %6.0fµs (n %d)  %5.1f allocs/op  %4.1f cmds/op  %4.2f req/op  errors %d (stalls %d)",
+		wl, v.name, ops/el, us(percentile(lat, 0.5)), us(percentile(lat, 0.99)), len(lat), float64(d.mallocs)/ops, float64(d.cmds)/ops, float64(d.clientCalls)/ops,
+		cs.errs.Load(), cs.stalls.Load())
+}
+
+// probeExclusion checks mutual exclusion directly, after a run's window:
+// for each key, its holder takes the lock and enters its guard, then a
+// second client of the same library tries once to take the same lock. A
+// success enters the guard while the holder is inside, which check reports
+// as an overlap. None of these calls is in the run's measured numbers.
+func (e *env) probeExclusion(v variant, o openOpts, cs *calls, keys []string, holders []mutex, guards []*guard) {
+	o.name = ""
+	probe := v.mustOpen(e, o)
+	defer probe.close()
+	ctx := context.Background()
+	for i, m := range holders {
+		if cs.lock(ctx, m) != nil {
+			continue
+		}
+		guards[i].enter()
+		guards[i].bump()
+		pm := probe.newMutex(keys[i])
+		if ok, _ := cs.tryLock(ctx, pm); ok {
+			guards[i].enter()
+			guards[i].bump()
+			_ = cs.unlock(ctx, pm)
+		}
+		guards[i].exit()
+		_ = cs.unlock(ctx, m)
+	}
 }
 
 // perOp formats the commands per op of a delta, most frequent first.

@@ -24,14 +24,16 @@ func (e *env) waiting(v variant) {
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	g0 := runtime.NumGoroutine()
-	conns0 := e.clientCount(ctx0)
 	ch0, pat0 := e.pubsubCounts(ctx0)
-	tr0, _ := e.info(ctx0, "clients")
 
 	// Holders keep their locks for the whole run: a long TTL for the
-	// libraries without renewal, their own renewal for the others.
-	inst := v.mustOpen(e, openOpts{ttl: 5 * time.Minute})
+	// libraries without renewal, their own renewal for the others. Every
+	// connection of the library's client carries its name, so that CLIENT
+	// LIST tells them from the others.
+	name := e.clientName()
+	inst := v.mustOpen(e, openOpts{ttl: 5 * time.Minute, name: name})
 	defer inst.close()
+	cs := &calls{}
 	keys := make([]string, nL)
 	holders := make([]mutex, nL)
 	guards := make([]*guard, nL)
@@ -41,7 +43,7 @@ func (e *env) waiting(v variant) {
 		keys[j] = e.key("wait", strconv.Itoa(j))
 		holders[j] = inst.newMutex(keys[j])
 		guards[j] = &guard{}
-		if r, err := hold(holdCtx, holders[j]); err != nil {
+		if r, err := hold(holdCtx, cs, holders[j]); err != nil {
 			fatalf("%s %s: holder lock: %v", wl, v.name, err)
 		} else if r > 0 {
 			e.note(wl, "%s: a holder needed %d retried attempts to take a free lock", v.name, r)
@@ -50,8 +52,7 @@ func (e *env) waiting(v variant) {
 		guards[j].bump()
 	}
 
-	var acquired, errs atomic.Int64
-	var firstErr atomic.Value
+	var acquired atomic.Int64
 	wctx, wcancel := context.WithTimeout(context.Background(), e.cfg.waitSettle+e.cfg.waitWindow+2*time.Minute)
 	defer wcancel()
 	var wg sync.WaitGroup
@@ -71,15 +72,13 @@ func (e *env) waiting(v variant) {
 					guards[j].enter()
 					guards[j].bump()
 					guards[j].exit()
-					_ = m.unlock(context.Background())
+					_ = cs.unlock(context.Background(), m)
 					continue
 				}
 				if wctx.Err() != nil {
 					return
 				}
-				if errs.Add(1) == 1 {
-					firstErr.Store(fmt.Sprint(err))
-				}
+				cs.fail(err, false)
 				time.Sleep(time.Millisecond)
 			}
 		}()
@@ -94,19 +93,19 @@ func (e *env) waiting(v variant) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conns := e.clientCount(ctx) - conns0
+	cl := e.clientsNamed(ctx, name)
 	ch, pat := e.pubsubCounts(ctx)
 	ch, pat = ch-ch0, pat-pat0
-	tr1, _ := e.info(ctx, "clients")
 	gc()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	goroutines := runtime.NumGoroutine() - g0
-	var stats string
 	if li, ok := inst.(*lualockInst); ok {
+		// lualock's own view, for comparison with the server's.
 		s := li.c.Stats()
-		stats = fmt.Sprintf("Stats(): %d waiters, %d subscriptions, %d pub/sub connections", s.Waiters, s.Subscriptions, s.PubSubConns)
-		e.rec(wl, v.name, "client_pubsub_conns", float64(s.PubSubConns))
+		e.rec(wl, v.name, "stats_pubsub_conns", float64(s.PubSubConns))
+		e.rec(wl, v.name, "stats_subscriptions", float64(s.Subscriptions))
+		e.rec(wl, v.name, "stats_waiters", float64(s.Waiters))
 	}
 
 	// Tear down: stop the waiters first, then release the holders.
@@ -121,19 +120,17 @@ func (e *env) waiting(v variant) {
 		if h.lost() {
 			e.note(wl, "%s: holder of lock %d lost its lock during the run", v.name, j)
 		}
-		if err := h.unlock(ctx); err != nil {
-			e.note(wl, "%s: holder unlock: %v", v.name, err)
-		}
+		_ = cs.unlock(ctx, h)
 	}
 	e.check(wl, v.name, guards...)
 
 	win := d.dur.Seconds()
-	e.rec(wl, v.name, "connections", float64(conns))
+	e.rec(wl, v.name, "connections", float64(cl.total))
+	e.rec(wl, v.name, "pubsub_conns", float64(cl.pubsub))
+	e.rec(wl, v.name, "subscriptions", float64(cl.subs))
+	e.rec(wl, v.name, "tracking_clients", float64(cl.tracking))
 	e.rec(wl, v.name, "pubsub_channels", float64(ch))
 	e.rec(wl, v.name, "pubsub_patterns", float64(pat))
-	if tc := atoiDelta(tr0["tracking_clients"], tr1["tracking_clients"]); tc != 0 {
-		e.rec(wl, v.name, "tracking_clients", float64(tc))
-	}
 	e.rec(wl, v.name, "redis_cmds_per_s", float64(d.cmds)/win)
 	e.rec(wl, v.name, "client_requests_per_s", float64(d.clientCalls)/win)
 	e.rec(wl, v.name, "redis_cpu_pct", 100*d.redisCPU.Seconds()/win)
@@ -142,27 +139,15 @@ func (e *env) waiting(v variant) {
 	e.rec(wl, v.name, "stack_inuse_mb", float64(int64(m1.StackInuse)-int64(m0.StackInuse))/(1<<20))
 	e.rec(wl, v.name, "goroutines", float64(goroutines))
 	e.rec(wl, v.name, "waiter_acquisitions", float64(acquired.Load()))
-	e.rec(wl, v.name, "lock_errors", float64(errs.Load()))
 	if gu := giveUpsOf(inst); gu > 0 {
 		e.rec(wl, v.name, "lock_calls_given_up", float64(gu))
 	}
-	if n := errs.Load(); n > 0 {
-		e.note(wl, "%s: %d Lock calls failed with an error while waiting (first: %v)", v.name, n, firstErr.Load())
-	}
+	e.recCalls(wl, v.name, cs)
 	e.note(wl+"/cmds", "%s: %s", v.name, perSecond(d))
-	if stats != "" {
-		e.note(wl, "%s: %s", v.name, stats)
-	}
-	logf("%-18s %-42s conns %4d  channels %5d  %9.1f cmds/s  redis CPU %5.1f%%  client CPU %5.1f%%  heap %+7.1fMB stack %+7.1fMB  errs %d (settle %.1fs, teardown %.1fs)",
-		wl, v.name, conns, ch, float64(d.cmds)/win, 100*d.redisCPU.Seconds()/win, 100*d.clientCPU.Seconds()/win,
+	logf("%-18s %-42s conns %4d  pub/sub conns %d  subscriptions %5d  channels %5d  tracking %d  %9.1f cmds/s  redis CPU %5.1f%%  client CPU %5.1f%%  heap %+7.1fMB stack %+7.1fMB  errors %d (settle %.1fs, teardown %.1fs)",
+		wl, v.name, cl.total, cl.pubsub, cl.subs, ch, cl.tracking, float64(d.cmds)/win, 100*d.redisCPU.Seconds()/win, 100*d.clientCPU.Seconds()/win,
 		float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.StackInuse)-int64(m0.StackInuse))/(1<<20),
-		errs.Load(), settled.Seconds(), time.Since(teardown).Seconds())
-}
-
-func atoiDelta(a, b string) int {
-	x, _ := strconv.Atoi(a)
-	y, _ := strconv.Atoi(b)
-	return y - x
+		cs.errs.Load(), settled.Seconds(), time.Since(teardown).Seconds())
 }
 
 // perSecond formats the commands per second of a delta, most frequent first.

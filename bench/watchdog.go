@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -28,6 +27,7 @@ func (e *env) watchdog(v variant) {
 	}
 	inst := v.mustOpen(e, openOpts{ttl: lease, wdLease: lease})
 	defer inst.close()
+	cs := &calls{}
 	gc()
 
 	keys := make([]string, n)
@@ -43,7 +43,7 @@ func (e *env) watchdog(v variant) {
 	setupStart := time.Now()
 	var retries atomic.Int64
 	parallel(32, n, func(i int) {
-		r, err := hold(ctx, hs[i])
+		r, err := hold(ctx, cs, hs[i])
 		if err != nil {
 			fatalf("%s %s: lock %d: %v", wl, v.name, i, err)
 		}
@@ -57,7 +57,6 @@ func (e *env) watchdog(v variant) {
 	}
 
 	// The emulated watchdog: every period, refresh every lock.
-	var renewErrs atomic.Int64
 	stopRefresh := make(chan struct{})
 	var refreshWG sync.WaitGroup
 	if emulated {
@@ -72,11 +71,7 @@ func (e *env) watchdog(v variant) {
 					return
 				case <-t.C:
 				}
-				parallel(16, n, func(i int) {
-					if err := hs[i].renew(ctx); err != nil && !errors.Is(err, errNoRenew) {
-						renewErrs.Add(1)
-					}
-				})
+				parallel(16, n, func(i int) { _ = cs.renew(ctx, hs[i]) })
 			}
 		}()
 	}
@@ -107,9 +102,8 @@ func (e *env) watchdog(v variant) {
 			continue
 		}
 		pm := probe.newMutex(keys[i])
-		ok, err := pm.tryLock(ctx)
+		ok, err := cs.tryLock(ctx, pm)
 		if err != nil {
-			e.note(wl, "%s: probe error: %v", v.name, err)
 			continue
 		}
 		if ok {
@@ -118,7 +112,7 @@ func (e *env) watchdog(v variant) {
 			}
 			guards[i].enter() // the holder is still inside: an overlap
 			guards[i].bump()
-			_ = pm.unlock(ctx)
+			_ = cs.unlock(ctx, pm)
 		}
 	}
 	if lateLost > 0 {
@@ -135,7 +129,7 @@ func (e *env) watchdog(v variant) {
 	e.check(wl, v.name, guards...)
 	parallel(32, n, func(i int) {
 		guards[i].exit()
-		_ = hs[i].unlock(ctx)
+		_ = cs.unlock(ctx, hs[i])
 	})
 
 	periods := d.dur.Seconds() / period.Seconds()
@@ -150,13 +144,11 @@ func (e *env) watchdog(v variant) {
 	if lost > 0 {
 		e.note(wl, "%s: %d of %d held locks were reported lost by the library during the run", v.name, lost, n)
 	}
-	if r := renewErrs.Load(); r > 0 {
-		e.rec(wl, v.name, "renew_errors", float64(r))
-	}
+	e.recCalls(wl, v.name, cs)
 	e.note(wl+"/cmds", "%s: %s", v.name, perSecond(d))
-	logf("%-18s %-42s %d locks, period %v: %8.1f requests/period (%6.2f per 100 locks)  %9.0f redis cmds/period  client CPU %7.1fms/period  redis CPU %7.1fms/period  lost %d/%d  (setup %.1fs)",
+	logf("%-18s %-42s %d locks, period %v: %8.1f requests/period (%6.2f per 100 locks)  %9.0f redis cmds/period  client CPU %7.1fms/period  redis CPU %7.1fms/period  lost %d/%d  errors %d (stalls %d)  (setup %.1fs)",
 		wl, v.name, n, period, float64(d.clientCalls)/periods, float64(d.clientCalls)/periods/float64(n)*100,
-		float64(d.cmds)/periods, ms(d.clientCPU)/periods, ms(d.redisCPU)/periods, lost, probed, setup.Seconds())
+		float64(d.cmds)/periods, ms(d.clientCPU)/periods, ms(d.redisCPU)/periods, lost, probed, cs.errs.Load(), cs.stalls.Load(), setup.Seconds())
 }
 
 // alignToRenewal waits (up to 1.5 periods) for a burst of renewal requests
@@ -182,10 +174,10 @@ func (e *env) alignToRenewal(inst instance, period time.Duration) {
 // number of times. (A blocking Lock is not used: rueidislock's WithContext
 // can wait for an invalidation that never comes when its attempt on a free
 // key timed out, and it would hold the run up until its context ends.)
-func hold(ctx context.Context, m mutex) (retries int, err error) {
+func hold(ctx context.Context, cs *calls, m mutex) (retries int, err error) {
 	var last error
 	for i := range 100 {
-		ok, err := m.tryLock(ctx)
+		ok, err := cs.tryLock(ctx, m)
 		if ok {
 			return i, nil
 		}
