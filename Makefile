@@ -54,5 +54,5 @@ redis: ## run a throwaway redis-server on a free loopback port (foreground)
 		--dir "$$dir" --daemonize no
 
 .PHONY: bench
-bench: ## side-by-side benchmark vs redislock, redsync, rueidislock (~10 min); rewrites bench/REPORT.md and bench/results.json
+bench: ## side-by-side benchmark vs redislock, redsync, rueidislock (~10 min); rewrites bench/REPORT.md, results.json and run.json
 	cd bench && $(GO) run . -rounds 3
