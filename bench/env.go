@@ -38,6 +38,9 @@ type env struct {
 	samples map[sampleKey][]float64
 	order   []sampleKey
 	notes   map[string][]string // workload -> notes gathered while running
+	// overlaps are the runs whose overlap detector fired: the run goes on,
+	// the report leads with them, and the bench exits with status 3.
+	overlaps []overlap
 }
 
 type sampleKey struct{ library, workload, metric string }

@@ -10,7 +10,9 @@
 // loopback port, never 6379) and stops it by pid at the end. Libraries are
 // interleaved A B C D, B C D A, … within every workload, over -rounds
 // rounds; the report gives medians with min–max. An overlap detector runs in every
-// workload: any overlap fails the run with exit status 3. See README.md.
+// workload: any overlap is reported at once and at the top of the report,
+// and fails the run with exit status 3 once the report is written. See
+// README.md.
 package main
 
 import (
@@ -206,6 +208,10 @@ func main() {
 		fatalf("write report: %v", err)
 	}
 	logf("done in %v; wrote REPORT.md, results.json and run.json in %s", e.elapsed.Round(time.Second), cfg.out)
+	if len(e.overlaps) > 0 {
+		fmt.Fprintf(os.Stderr, "\nbench: FAILED: the overlap detector fired in %d run(s); see the top of REPORT.md\n", len(e.overlaps))
+		os.Exit(3)
+	}
 }
 
 // isBenchDir reports whether dir is this module's directory, where the

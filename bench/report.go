@@ -289,7 +289,21 @@ func (e *env) report() []byte {
 		m.p("- Other load during the run: processes other than the bench and its Redis used %.0f%% of one core on average; hypervisor steal %.1f%% of one core (from /proc/stat)", 100*other, 100*steal)
 	}
 	m.p("- Every library gets its own client per run with its defaults plus a connection name (CLIENT SETNAME, so that CLIENT LIST can tell its connections apart): go-redis `redis.NewClient(&redis.Options{Addr, ClientName})` (pool of 10 × GOMAXPROCS connections) for lualock, redislock and redsync; `rueidis.ClientOption{InitAddress, ClientName}` for rueidislock")
-	m.p("- Overlap detector in every workload (CAS \"inside\" flag per lock + a counter incremented non-atomically across the hold): no overlap was seen, or this report would not exist (the run exits with status 3)")
+	m.p("- Overlap detector in every workload (CAS \"inside\" flag per lock + a counter incremented non-atomically across the hold): see *Mutual exclusion* below")
+	m.p("")
+	m.p("## Mutual exclusion")
+	m.p("")
+	if len(e.overlaps) == 0 {
+		m.p("No overlap in any workload, for any library: no two holders were ever inside one critical section.")
+	} else {
+		m.p("**The overlap detector fired: two holders were inside one critical section. The run exited with status 3.**")
+		m.p("")
+		for _, o := range e.overlaps {
+			m.p("- **%s**, %s, round %d: %s", o.library, o.workload, o.round, strings.Join(o.locks, "; "))
+		}
+		m.p("")
+		m.p("Every other library and workload had none. The tables below still give the measurements of the runs that overlapped; read them knowing that the lock did not hold.")
+	}
 	m.p("")
 	m.p("## How to read the tables")
 	m.p("")
