@@ -733,7 +733,7 @@ func (e *env) reportFairDepth(m *md) {
 	j1 := e.med(last, libLualockFair, "join_server_us")
 	s = append(s, fmt.Sprintf("From %d to %d queued waiters the acquisition grows from %s µs to %s µs of Redis time (%s) and the release from %s µs to %s µs (%s).",
 		e.cfg.depths[0], e.cfg.depths[len(e.cfg.depths)-1], num(a0), num(a1), ratio(a1, a0), num(r0), num(r1), ratio(r1, r0)))
-	s = append(s, "The acquisition is linear in the queue: like Redisson's RedissonFairLock, the script that hands the lock to the head rewrites the deadline of every waiter still queued (ZRANGE of the timeout set, then one ZINCRBY per waiter).")
+	s = append(s, "The acquisition is linear in the queue: like Redisson's RedissonFairLock, the script that hands the lock to the head rewrites the deadline of every waiter still queued (Redisson: one ZINCRBY per waiter; lualock: a ZRANGE of the timeout set, then ZADDs of up to 500 waiters each).")
 	s = append(s, fmt.Sprintf("Joining the back of the queue and re-asking scan the list once (LPOS), a much cheaper linear cost: %s µs per call at the largest depth. Every queued waiter re-asks at least once per FairWait/2 (2m30s with the default Options.FairWait of 5 min) to renew its deadline, so a deep queue also costs Redis time while nobody releases.", num(j1)))
 	others := 0.0
 	for _, d := range e.cfg.depths {
