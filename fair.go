@@ -94,13 +94,14 @@ func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int
 			Holds: int64(want), Publish: l.c.cfg.publish})
 }
 
-func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch string) (*int64, error) {
+func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch string, holds int) (*int64, error) {
 	queue, timeouts := l.fairKeys()
 	return generated.FairRelease(ctx, l.c.rdb,
 		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
 			Latch: latch},
 		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
-			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish})
+			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish,
+			Holds: int64(holds)})
 }
 
 func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, error) {

@@ -339,14 +339,22 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	}
 	defer l.op.unlock()
 	l.mu.Lock()
-	pending := l.unlockReq != ""
+	pending, before := l.unlockReq != "", l.holds
 	l.mu.Unlock()
 	if pending {
 		// An Unlock whose outcome is unknown (its reply was lost): settle
-		// it first, replaying it, so that the hold count is known. (The
-		// caller asked for that release; its error, if it is not a Redis
-		// one, is the Unlock's business.)
-		if err := l.unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrLockLost) {
+		// it first, replaying it (by its latch, or past the latch by the
+		// hold count it names), so that the hold count is known. The caller
+		// asked for that release. When it finds the lock gone, a re-entry
+		// (holds left after it) is into a lost hold.
+		switch err := l.unlock(ctx); {
+		case err == nil:
+		case errors.Is(err, ErrLockLost):
+			return false, 0, err
+		case errors.Is(err, ErrNotHeld) && before > 1:
+			return false, 0, fmt.Errorf("%w: a re-entry found the earlier holds gone (%w)", ErrLockLost, err)
+		case errors.Is(err, ErrNotHeld):
+		default:
 			return false, 0, err
 		}
 	}
@@ -431,7 +439,7 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	if err != nil || n != want {
 		return err
 	}
-	_, err = l.runRelease(ctx, lease, l.latchKey())
+	_, err = l.runRelease(ctx, lease, l.latchKey(), want)
 	return err
 }
 
@@ -574,14 +582,14 @@ func (l *Lock) unlock(ctx context.Context) error {
 	if l.unlockReq == "" {
 		l.unlockReq = l.latchKey()
 	}
-	lease, latch, start, watched := l.lease, l.unlockReq, time.Now(), l.watched
+	lease, latch, start, watched, holds := l.lease, l.unlockReq, time.Now(), l.watched, l.holds
 	// The watchdog keeps renewing during the release. A renewal racing the
 	// last release finds the lock gone: such a loss waits for the release's
 	// outcome, which decides whether it stands (Redisson #7272).
 	l.releasing = true
 	l.mu.Unlock()
 
-	res, err := l.runRelease(ctx, lease, latch)
+	res, err := l.runRelease(ctx, lease, latch, holds)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releasing = false
@@ -598,9 +606,12 @@ func (l *Lock) unlock(ctx context.Context) error {
 	switch {
 	case res == nil && watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
-		// force-unlocked, wiped by Redis) before a renewal noticed.
-		l.holds = 0
+		// force-unlocked, wiped by Redis) before a renewal noticed. Each
+		// remaining hold's Unlock reports the loss too.
 		cause := fmt.Errorf("%w: the lock was gone at unlock (deleted or wiped)", ErrLockLost)
+		if l.holds--; l.holds > 0 {
+			l.lost = cause
+		}
 		l.finish(cause)
 		return l.errorf("unlock", cause)
 	case res == nil:
@@ -635,13 +646,17 @@ func (l *Lock) latchKey() string {
 	return b.String()
 }
 
-func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string) (*int64, error) {
+// runRelease releases one hold of the holds the handle has (the script
+// takes the count so that a release resent after its latch expired is not
+// applied twice).
+func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string, holds int) (*int64, error) {
 	if l.kind == fair {
-		return l.runFairRelease(ctx, lease, latch)
+		return l.runFairRelease(ctx, lease, latch, holds)
 	}
 	return generated.LockRelease(ctx, l.c.rdb,
 		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
-		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
+		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(),
+			Publish: l.c.cfg.publish, Holds: int64(holds)})
 }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It

@@ -32,10 +32,11 @@ type Options struct {
 
 	// UnlockLatch is how long Redis keeps the outcome of a release under its
 	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. Keep it above the time go-redis may take to
-	// resend a command (ReadTimeout x (MaxRetries+1), 12s with go-redis's
-	// defaults at worst): a release resent after the latch expired reports
-	// ErrNotHeld, though it released nothing twice. Default 10s.
+	// instead of releasing twice. Past the latch the release still is not
+	// applied twice (it names the hold count it releases from), but the
+	// resend of a last hold's release then reports ErrNotHeld. Keep it above
+	// the time go-redis may take to resend a command (ReadTimeout x
+	// (MaxRetries+1), 12s with go-redis's defaults at worst). Default 10s.
 	UnlockLatch time.Duration
 
 	// RetryMin and RetryMax bound the jittered exponential backoff between

@@ -2,7 +2,8 @@
 --
 -- Stale waiters are purged first, by Redis's clock. As lock_release, the
 -- outcome is kept under a latch key named after the request id, so a
--- repeated release replays it. On the last hold the lock is deleted and "0"
+-- repeated release replays it, and past the latch the hold count the caller
+-- names does the same. On the last hold the lock is deleted and "0"
 -- is published on the queue head's own channel (channel:field) only, so
 -- exactly one waiter wakes up. When the lock is already gone the head is
 -- woken too, since nothing else would wake it. Either way the head's deadline
@@ -18,6 +19,7 @@
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    publish   string  publishing command: publish or spublish
+-- @arg    holds     int     the owner's hold count before this release, as the caller knows it; 0: unknown
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
 
@@ -31,6 +33,7 @@ local field = ARGV[2]
 local latch_ms = tonumber(ARGV[3])
 local wait = tonumber(ARGV[4])
 local publish = ARGV[5]
+local before = tonumber(ARGV[6])
 
 if not lease or lease <= 0 or lease % 1 ~= 0 then
   return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
@@ -43,6 +46,9 @@ if not wait or wait <= 0 or wait % 1 ~= 0 then
 end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
+end
+if not before or before < 0 or before % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
 end
 
 local replay = redis.call('get', latch)
@@ -84,6 +90,10 @@ end
 local holds = tonumber(redis.call('hget', lock, field))
 if not holds then
   return nil
+end
+if holds == before - 1 then
+  -- Released already by this request, whose latch has expired.
+  return 0
 end
 
 if holds > 1 then

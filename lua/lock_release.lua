@@ -2,8 +2,10 @@
 --
 -- The outcome is kept for a short time under a latch key named after the
 -- request id, so a release that is sent again after a lost reply replays the
--- first outcome instead of releasing a second hold. On the last hold the lock
--- is deleted and "0" is published on the release channel, as Redisson does.
+-- first outcome instead of releasing a second hold. Past the latch, the hold
+-- count the caller names does the same: a count one lower than it says the
+-- release was done already. On the last hold the lock is deleted and "0" is
+-- published on the release channel, as Redisson does.
 --
 -- @key    lock       the lock hash N
 -- @key    channel    release channel of N: waiters listen here
@@ -12,6 +14,7 @@
 -- @arg    field      string  owner field C:H
 -- @arg    latch_ms   int     how long the latch replays the outcome, in milliseconds
 -- @arg    publish    string  publishing command: publish or spublish
+-- @arg    holds      int     the owner's hold count before this release, as the caller knows it; 0: unknown
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
 
@@ -22,6 +25,7 @@ local lease = tonumber(ARGV[1])
 local field = ARGV[2]
 local latch_ms = tonumber(ARGV[3])
 local publish = ARGV[4]
+local before = tonumber(ARGV[5])
 
 if not lease or lease <= 0 or lease % 1 ~= 0 then
   return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
@@ -32,6 +36,9 @@ end
 if publish ~= 'publish' and publish ~= 'spublish' then
   return redis.error_reply('ERR lualock: publish must be publish or spublish')
 end
+if not before or before < 0 or before % 1 ~= 0 then
+  return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
+end
 
 local replay = redis.call('get', latch)
 if replay then
@@ -41,6 +48,10 @@ end
 local holds = tonumber(redis.call('hget', lock, field))
 if not holds then
   return nil
+end
+if holds == before - 1 then
+  -- Released already by this request, whose latch has expired.
+  return 0
 end
 
 if holds > 1 then

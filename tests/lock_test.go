@@ -1586,6 +1586,125 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	lkNoKeys(t, rdb, name)
 }
 
+// lkDropReleases fails the release script calls without sending them, while
+// armed: an Unlock whose outcome the client cannot know.
+type lkDropReleases struct {
+	passHook
+	armed atomic.Bool
+}
+
+func (h *lkDropReleases) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if h.armed.Load() && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == generated.LockReleaseSHA1 {
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestLock_Lock_settlesUnlockPastLatch: an Unlock of one of two holds runs
+// in Redis but every reply is lost; the caller stays in its outer hold
+// longer than the unlock latch lives, then re-enters. The re-entry settles
+// the pending release without releasing a second hold (the release script
+// checks the hold count past the latch): the lock stays held with 2 holds
+// and no other owner gets in.
+func TestLock_Lock_settlesUnlockPastLatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := t.Context()
+		lose := &lkLoseReplies{sha: generated.LockReleaseSHA1}
+		c := lkNew(t, lkHooked(t, rdb, lose), lualock.Options{UnlockLatch: 100 * time.Millisecond})
+		name := uniqueName(t)
+		l := c.NewLock(name)
+		other := lkNew(t, rdb, lualock.Options{}).NewLock(name)
+		for range 2 {
+			if err := l.Lock(ctx); err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+		}
+		lose.left.Store(1000)
+		err := l.Unlock(ctx)
+		lose.left.Store(0)
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
+		}
+		time.Sleep(300 * time.Millisecond) // inside the outer hold, past the latch
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("re-entry after the lost Unlock: %v", err)
+		}
+		if n := lkHolds(t, ctx, l); n != 2 {
+			t.Fatalf("hold count after the re-entry = %d, want 2 (the pending release counted once)", n)
+		}
+		if err := other.TryLock(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) {
+			t.Fatalf("another owner's TryLock = %v, want ErrNotObtained", err)
+		}
+		for range 2 {
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+		}
+		if err := other.TryLock(ctx, 0); err != nil {
+			t.Fatalf("TryLock after the last Unlock: %v", err)
+		}
+		if err := other.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		lkNoKeys(t, rdb, name)
+	})
+}
+
+// TestLock_Lock_reentryIntoLostHold: with two holds, an Unlock fails before
+// reaching Redis and the lock is then deleted from outside. The re-entry
+// settles the pending Unlock, finds the hold lost and returns ErrLockLost,
+// as a re-entry without a pending Unlock does; the remaining hold's Unlock
+// returns ErrLockLost too, and only then ErrNotHeld.
+func TestLock_Lock_reentryIntoLostHold(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := t.Context()
+		drop := &lkDropReleases{}
+		c := lkNew(t, lkHooked(t, rdb, drop), lualock.Options{})
+		name := uniqueName(t)
+		l := c.NewLock(name)
+		for range 2 {
+			if err := l.Lock(ctx); err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+		}
+		hold := l.Context()
+		drop.armed.Store(true)
+		err := l.Unlock(ctx)
+		drop.armed.Store(false)
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("Unlock that never reached Redis = %v, want io.EOF", err)
+		}
+		if err := rdb.Del(ctx, name).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Lock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+			t.Fatalf("re-entry into the deleted hold = %v, want ErrLockLost", err)
+		}
+		if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrLockLost) {
+			t.Errorf("hold's cause = %v, want ErrLockLost", cause)
+		}
+		if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+			t.Errorf("Unlock of the remaining hold = %v, want ErrLockLost", err)
+		}
+		if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
+			t.Errorf("Unlock past the holds = %v, want ErrNotHeld", err)
+		}
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("Lock afresh: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		lkNoKeys(t, rdb, name)
+	})
+}
+
 func TestClient_Stats_sharedPubSub(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		t.Parallel()

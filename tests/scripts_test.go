@@ -678,6 +678,57 @@ func TestScriptLockAcquire(t *testing.T) {
 	})
 }
 
+// TestScriptRelease_holdsPastLatch: a release resent after its latch
+// expired names the same hold count as the first; the script sees the count
+// one lower already and replays "holds remain" instead of releasing a
+// second hold. Without a count (0) it releases, as before. Both the
+// reentrant and the fair release.
+func TestScriptRelease_holdsPastLatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		for _, fair := range []bool{false, true} {
+			l := scNewLock(uniqueName(t) + map[bool]string{false: "-reentrant", true: "-fair"}[fair])
+			release := func(req string, holds int64) (*int64, error) {
+				if fair {
+					return generated.FairRelease(ctx, rdb, l.fairReleaseKeys(req),
+						generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: "publish", Holds: holds})
+				}
+				return generated.LockRelease(ctx, rdb, l.releaseKeys(req),
+					generated.LockReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, Publish: "publish", Holds: holds})
+			}
+			for holds := int64(1); holds <= 3; holds++ {
+				if fair {
+					scZero(t, "acquire")(scFairAcquire(rdb, l, "c1:1", holds))
+				} else {
+					scZero(t, "acquire")(scAcquire(rdb, l, "c1:1", holds, scLease))
+				}
+			}
+			if got := scInt(t, "release 3 -> 2")(release("req-1", 3)); got != 0 {
+				t.Fatalf("fair=%v: release = %d, want 0", fair, got)
+			}
+			if err := rdb.Del(ctx, l.latch("req-1")).Err(); err != nil { // the latch expires
+				t.Fatal(err)
+			}
+			if got := scInt(t, "the same release past its latch")(release("req-1", 3)); got != 0 {
+				t.Fatalf("fair=%v: resent release = %d, want 0 (replayed)", fair, got)
+			}
+			scWantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+			// A count of 0 (unknown) releases without the check.
+			if got := scInt(t, "release without a count")(release("req-2", 0)); got != 0 {
+				t.Fatalf("fair=%v: release = %d, want 0", fair, got)
+			}
+			scWantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+			if got := scInt(t, "last release")(release("req-3", 1)); got != 1 {
+				t.Fatalf("fair=%v: last release = %d, want 1", fair, got)
+			}
+			scWantGone(t, rdb, l.name)
+			// A negative count is refused.
+			_, err := release("req-4", -1)
+			scScriptErr(t, "negative holds", err, map[bool]string{false: "lock_release", true: "fair_release"}[fair], "holds must be a whole number")
+		}
+	})
+}
+
 func TestScriptLockRelease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		l := scNewLock(uniqueName(t))
