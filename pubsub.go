@@ -2,6 +2,8 @@ package lualock
 
 import (
 	"context"
+	"errors"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -287,8 +289,13 @@ func (s *subscriber) open(ctx context.Context, op psOp) {
 		return
 	}
 	op.conn.ps = ps
-	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	s.wg.Add(1)
+	if op.conn.perNode {
+		s.mu.Unlock()
+		go s.listenNode(op.conn)
+		return
+	}
+	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	s.mu.Unlock()
 	go s.listen(op.conn, msgs)
 }
@@ -330,16 +337,90 @@ func masterOf(ctx context.Context, cc *redis.ClusterClient, key string) string {
 func (s *subscriber) listen(conn *psConn, msgs <-chan any) {
 	defer s.wg.Done()
 	for m := range msgs {
-		switch m := m.(type) {
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				s.confirmed(conn, m.Channel)
-			case "sunsubscribe":
-				s.unsubscribed(conn, m.Channel)
+		s.route(conn, m)
+	}
+}
+
+// route handles one thing a pub/sub connection received.
+func (s *subscriber) route(conn *psConn, m any) {
+	switch m := m.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			s.confirmed(conn, m.Channel)
+		case "sunsubscribe":
+			s.unsubscribed(conn, m.Channel)
+		}
+	case *redis.Message:
+		s.message(m.Channel)
+	}
+}
+
+// nodeCheck is how long a per-node connection may stay silent before it is
+// pinged, and then before it counts as broken.
+const nodeCheck = 3 * time.Second
+
+// listenNode reads a per-node sharded connection itself rather than through
+// go-redis's channel: on a reconnect go-redis would pick a random node and
+// subscribe every channel of the connection in one SSUBSCRIBE, which Redis
+// refuses across slots (CROSSSLOT), leaving the channels dead. Here a broken
+// connection (a read error, or silence after a ping) is dropped and its
+// channels are placed again, each on the primary of its slot; their waiters
+// wake at the new confirmations.
+func (s *subscriber) listenNode(conn *psConn) {
+	defer s.wg.Done()
+	ctx := context.Background()
+	pinged := false
+	for {
+		m, err := conn.ps.ReceiveTimeout(ctx, nodeCheck)
+		if err == nil {
+			pinged = false
+			s.route(conn, m)
+			continue
+		}
+		if s.gone(conn) {
+			return
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && !pinged {
+			pinged = true
+			if conn.ps.Ping(ctx) == nil {
+				continue
 			}
-		case *redis.Message:
-			s.message(m.Channel)
+		}
+		// Broken: let a restarting node or a failover settle a moment.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-s.c.closing:
+			t.Stop()
+			return
+		}
+		s.replace(conn)
+		return
+	}
+}
+
+// gone reports whether conn was dropped or the subscriber closed.
+func (s *subscriber) gone(conn *psConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed || conn.dead
+}
+
+// replace drops a broken per-node connection and places its channels again.
+func (s *subscriber) replace(conn *psConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || conn.dead {
+		return
+	}
+	s.drop(conn)
+	for _, cs := range s.chans {
+		if cs.conn == conn {
+			cs.conn = nil
+			conn.chans--
+			s.attach(cs, "")
 		}
 	}
 }

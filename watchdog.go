@@ -153,7 +153,10 @@ func (w *watchdog) run() {
 // (a Redis that stopped answering holds a go-redis call for its ReadTimeout
 // unless ContextTimeoutEnabled is set) must not delay a loss past the lease.
 // At close it still waits for the round, which the cancelled context or
-// go-redis's timeout ends. It returns false when some call failed.
+// go-redis's timeout ends. It returns false when some call failed. (A
+// renewal that lands after its hold was reported lost leaves the lock in
+// Redis until that lease runs out; renewed skips the hold, which stays
+// lost.)
 func (w *watchdog) round() bool {
 	res := make(chan bool, 1)
 	go func() { res <- w.renewAll() }()

@@ -3,11 +3,12 @@
 --
 -- Stale waiters are purged first, by Redis's clock, as in every fair script.
 -- Every waiter behind it moves up one place, so their deadlines shrink by
--- one wait budget, but a live one keeps at least three quarters of a
--- budget from now, as in fair_acquire: it is not told of the move. When the leaver was the head of
--- the queue, the new head is woken so that it asks again and learns it is
--- next; if the lock is free, its deadline is cut to one wait budget from now
--- (see fair_acquire).
+-- one wait budget, but a live one keeps at least three quarters of a budget
+-- from now, as in fair_acquire: it is not told of the move. When the leaver
+-- was the head of the queue, the new head is woken so that it asks again
+-- and learns it is next (stale waiters that the move left at the head are
+-- purged first); if the lock is free, its deadline is cut to one wait
+-- budget from now (see fair_acquire).
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -39,18 +40,24 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- What a waiter that moves up keeps at least: it is not told, and asks
 -- again within half a budget.
 local keep = math.floor(wait * 3 / 4)
-while true do
-  local head = redis.call('lindex', queue, 0)
-  if not head then
-    break
+-- Purges the waiters at the head whose deadline has passed (or that have
+-- none).
+local function purge()
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then
+      return
+    end
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    if deadline and deadline > now then
+      return
+    end
+    redis.call('zrem', timeouts, head)
+    redis.call('lpop', queue)
   end
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('zrem', timeouts, head)
-  redis.call('lpop', queue)
 end
+
+purge()
 
 local pos = redis.call('lpos', queue, field)
 redis.call('zrem', timeouts, field)
@@ -72,13 +79,19 @@ for i = 1, #behind do
 end
 redis.call('lrem', queue, 1, field)
 
-if pos == 0 and #behind > 0 then
-  if redis.call('exists', lock) == 0 then
-    local deadline = tonumber(redis.call('zscore', timeouts, behind[1]))
-    if not deadline or deadline > now + wait then
-      redis.call('zadd', timeouts, now + wait, behind[1])
+if pos == 0 then
+  -- The head changed: wake the first live waiter (stale ones now at the
+  -- head are purged first, as after a handoff).
+  purge()
+  local head = redis.call('lindex', queue, 0)
+  if head then
+    if redis.call('exists', lock) == 0 then
+      local deadline = tonumber(redis.call('zscore', timeouts, head))
+      if not deadline or deadline > now + wait then
+        redis.call('zadd', timeouts, now + wait, head)
+      end
     end
+    redis.call(publish, channel .. ':' .. head, 0)
   end
-  redis.call(publish, channel .. ':' .. behind[1], 0)
 end
 return true

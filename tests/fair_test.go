@@ -2041,6 +2041,65 @@ func TestFairAcquire_renewedDeadlineAfterPurge(t *testing.T) {
 	ftWindDown(t, rdb, k, "holder", lease, wait)
 }
 
+// TestFairLeave_wakesFirstLiveWaiter: when the head of the queue leaves and
+// the waiter after it is stale (its deadline passed), the leave purges it
+// and wakes the first live waiter, whose deadline is cut to one budget from
+// now since the lock is free; the stale one hears nothing.
+func TestFairLeave_wakesFirstLiveWaiter(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := context.Background()
+		k := ftKeysOf(uniqueName(t))
+		const lease, wait = 30_000, 2_000
+		if r, err := ftAcquire(ctx, rdb, k, "holder", lease, wait); err != nil || r != nil {
+			t.Fatalf("holder = %v, %v", ftPtr(r), err)
+		}
+		for _, f := range []string{"leaver", "stale", "live"} {
+			if r, err := ftAcquire(ctx, rdb, k, f, lease, wait); err != nil || r == nil {
+				t.Fatalf("%s queues = %v, %v", f, ftPtr(r), err)
+			}
+		}
+		if r, err := ftReleaseWait(ctx, rdb, k, "holder", lease, wait); err != nil || r == nil || *r != 1 {
+			t.Fatalf("holder release = %v, %v", ftPtr(r), err)
+		}
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		sub := rdb.Subscribe(ctx, k.waiterChannel("stale"), k.waiterChannel("live"))
+		defer sub.Close()
+		for range 2 {
+			if _, err := sub.Receive(ctx); err != nil { // the confirmations
+				t.Fatalf("SUBSCRIBE: %v", err)
+			}
+		}
+		if ok, err := ftLeave(ctx, rdb, k, "leaver", wait); err != nil || !ok {
+			t.Fatalf("leaver leaves = %v, %v", ok, err)
+		}
+		var got []string
+		timeout := time.After(300 * time.Millisecond)
+	recv:
+		for {
+			select {
+			case m := <-sub.Channel():
+				got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
+			case <-timeout:
+				break recv
+			}
+		}
+		if want := []string{"live"}; !slices.Equal(got, want) {
+			t.Errorf("messages after the head left: %q, want %q (the first live waiter)", got, want)
+		}
+		s := ftMustSnapshot(t, rdb, k)
+		if want := []string{"live"}; !slices.Equal(s.queue, want) {
+			t.Errorf("queue %q, want %q (the stale waiter purged)", s.queue, want)
+		}
+		if d := s.scores["live"] - time.Now().UnixMilli(); d > wait {
+			t.Errorf("live's deadline is %dms from now, want at most one budget (%dms): the lock is free", d, wait)
+		}
+		ftWindDown(t, rdb, k, "", lease, wait)
+	})
+}
+
 // TestFairAcquire_noSelfWake: a waiter whose call purges the dead waiters
 // ahead of it learns from the reply that it is the head; the script does not
 // also publish to its own channel (which would only cost it another call).

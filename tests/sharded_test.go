@@ -166,6 +166,134 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 	waitFor(t, func() bool { s := c.Stats(); return s.Subscriptions == 0 && s.PubSubConns == 0 })
 }
 
+// TestClient_ShardedPubSub_reconnect: two locks in different slots of one
+// primary share its sharded pub/sub connection. When that connection is
+// killed, the client subscribes both channels again on the primary of each
+// slot (go-redis alone would resubscribe them in one SSUBSCRIBE on a random
+// node: CROSSSLOT), so each waiter is still woken by its release's SPUBLISH,
+// long before its 10s fallback timer.
+func TestClient_ShardedPubSub_reconnect(t *testing.T) {
+	cl := harness.SharedCluster(t)
+	clientName := "sharded-reconnect-" + strings.ReplaceAll(uniqueName(t), "/", "-")
+	rdb := cl.Client(func(o *redis.ClusterOptions) { o.ClientName = clientName })
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
+	holders, err := lualock.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holders.Close()
+	c, err := lualock.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// Two names on one primary, in different slots.
+	base := uniqueName(t)
+	seen := map[string][]string{}
+	var names []string
+	var node string
+	for i := 0; names == nil; i++ {
+		name := fmt.Sprintf("%s-%d", base, i)
+		n, err := rdb.MasterForKey(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := n.Options().Addr
+		for _, o := range seen[addr] {
+			if rdb.ClusterKeySlot(ctx, o).Val() != rdb.ClusterKeySlot(ctx, name).Val() {
+				names, node = []string{o, name}, addr
+				break
+			}
+		}
+		seen[addr] = append(seen[addr], name)
+	}
+	type waitResult struct {
+		at  time.Time
+		err error
+	}
+	var held, waiting []*lualock.Lock
+	results := make([]chan waitResult, len(names))
+	for i, name := range names {
+		h := holders.NewLock(name)
+		if err := h.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, h)
+		w := c.NewLock(name)
+		waiting = append(waiting, w)
+		results[i] = make(chan waitResult, 1)
+		go func() {
+			err := w.Lock(ctx)
+			results[i] <- waitResult{time.Now(), err}
+		}()
+	}
+	waitFor(t, func() bool { s := c.Stats(); return s.Waiters == 2 && s.Subscriptions == 2 })
+	if s := c.Stats(); s.PubSubConns != 1 {
+		t.Fatalf("Stats = %+v, want the two channels on one connection", s)
+	}
+
+	// Kill our pub/sub connection on that primary (only ours).
+	var srv *redis.Client
+	for _, n := range cl.Nodes() {
+		if n.Addr() == node {
+			srv = n.Client()
+		}
+	}
+	defer srv.Close()
+	killed := 0
+	for _, line := range strings.Split(srv.ClientList(ctx).Val(), "\n") {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		if f["name"] == clientName && strings.Contains(f["flags"], "P") {
+			if err := srv.Do(ctx, "client", "kill", "id", f["id"]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d pub/sub connections of ours on %s, want 1", killed, node)
+	}
+	// Both channels are subscribed again on that primary.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		chans, err := srv.Do(ctx, "pubsub", "shardnumsub", lkChannel(names[0]), lkChannel(names[1])).Slice()
+		if err == nil && len(chans) == 4 && fmt.Sprint(chans[1]) == "1" && fmt.Sprint(chans[3]) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUBSUB SHARDNUMSUB after the kill = %v, %v; want both channels subscribed again", chans, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the waiters' retries after the new confirmations
+	for i, h := range held {
+		released := time.Now()
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-results[i]
+		if r.err != nil {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		d := r.at.Sub(released)
+		t.Logf("waiter on %s woken %v after the release", names[i], d)
+		if d > 2*time.Second {
+			t.Errorf("waiter on %s woken %v after the release: its SPUBLISH was not heard after the reconnect", names[i], d)
+		}
+		if err := waiting[i].Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // waitFor polls cond for up to 2 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
