@@ -221,9 +221,9 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		}
 		return fmt.Errorf("%w: lock %q within %v", ErrNotObtained, l.name, wait)
 	}
-	floor, ceil := time.Millisecond, l.c.cfg.MaxWaitTimer
+	ceil := l.c.cfg.MaxWaitTimer
 	if l.kind == fair {
-		floor, ceil = fairMinRetry, l.fairMaxTimer()
+		ceil = l.fairMaxTimer()
 	}
 	bo := l.c.newBackoff()
 	var lastErr error
@@ -281,17 +281,26 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		default:
 			bo = l.c.newBackoff()
 			lastErr = nil
-			f := floor
-			if l.kind == fair && ttl > time.Millisecond {
-				// A real wait, not "wait 0" (told as 1ms): follow it, so
-				// that a waiter is not late for the deadline it waits for.
-				f = fairMinWait
-			}
-			w.sub.hint(ttl, f, ceil)
+			w.sub.hint(ttl, l.timerFloor(ttl), ceil)
 		}
 		if err := w.sleep(ctx, pause, deadline); err != nil {
 			return l.waitErr(ctx, err)
 		}
+	}
+}
+
+// timerFloor is the shortest fallback timer for a wait of ttl that a script
+// told: 1ms for the reentrant lock; for the fair lock fairMinRetry when told
+// "wait 0" (as 1ms), else fairMinWait, so that a waiter follows a real wait
+// and is not late for the deadline it waits for.
+func (l *Lock) timerFloor(ttl time.Duration) time.Duration {
+	switch {
+	case l.kind != fair:
+		return time.Millisecond
+	case ttl <= time.Millisecond:
+		return fairMinRetry
+	default:
+		return fairMinWait
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,3 +146,47 @@ func (passHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return n
 func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// failScript fails the EVALSHA calls of one script without sending them,
+// while armed: with io.EOF an outcome the client cannot know, with a
+// redisReplyErr a server that refuses the call. When field is set, only the
+// calls whose ARGV[2] (the owner field of the acquire and release scripts)
+// is field fail.
+type failScript struct {
+	passHook
+	sha   string
+	field string
+	err   error
+	armed atomic.Bool
+	hits  atomic.Int32
+}
+
+func (h *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() && h.matches(cmd.Args()) {
+			h.hits.Add(1)
+			cmd.SetErr(h.err)
+			return h.err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failScript) matches(args []any) bool {
+	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") || args[1] != h.sha {
+		return false
+	}
+	if h.field == "" {
+		return true
+	}
+	numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+	field := 3 + numKeys + 1 // ARGV[2]
+	return err == nil && field < len(args) && fmt.Sprint(args[field]) == h.field
+}
+
+// redisReplyErr is a Redis reply error (a redis.Error), which is not
+// transient.
+type redisReplyErr string
+
+func (e redisReplyErr) Error() string { return string(e) }
+func (redisReplyErr) RedisError()     {}

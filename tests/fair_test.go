@@ -101,6 +101,21 @@ func ftWindDown(t *testing.T, rdb redis.UniversalClient, k ftNames, holder strin
 	}
 }
 
+// ftMessaged returns the owner fields whose waiter channel sub received a
+// message on within d, in order.
+func ftMessaged(sub *redis.PubSub, k ftNames, d time.Duration) []string {
+	var got []string
+	timeout := time.After(d)
+	for {
+		select {
+		case m := <-sub.Channel():
+			got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
+		case <-timeout:
+			return got
+		}
+	}
+}
+
 // ftSnap is the queue and the deadlines of a fair lock read in one MULTI.
 type ftSnap struct {
 	queue  []string
@@ -1112,35 +1127,6 @@ func TestFairLock_Lock_closeLeavesQueue(t *testing.T) {
 	})
 }
 
-// ftFailAcquire makes the acquire script calls of one owner field fail with
-// a non-transient Redis error once armed, as a server error mid-wait would.
-type ftFailAcquire struct {
-	passHook
-	field string
-	armed atomic.Bool
-	hits  atomic.Int32
-}
-
-func (h *ftFailAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if h.armed.Load() && len(args) > 8 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") &&
-			args[1] == generated.FairAcquireSHA1 && fmt.Sprint(args[8]) == h.field {
-			h.hits.Add(1)
-			err := ftInjected("ERR injected: the server refused the call")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// ftInjected is a Redis reply error (redis.Error), which is not transient.
-type ftInjected string
-
-func (e ftInjected) Error() string { return string(e) }
-func (ftInjected) RedisError()     {}
-
 // TestFairLock_Lock_errorLeavesQueue: a queued waiter whose next attempt
 // fails with a Redis error that is not transient returns that error, and
 // it is out of the queue and the deadline set when Lock returns; the
@@ -1157,7 +1143,7 @@ func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
 		if err := holder.Lock(ctx); err != nil {
 			t.Fatalf("holder Lock: %v", err)
 		}
-		hook := &ftFailAcquire{}
+		hook := &failScript{sha: generated.FairAcquireSHA1, err: redisReplyErr("ERR injected: the server refused the call")}
 		fc := ftClient(t, lkHooked(t, rdb, hook), lualock.Options{FairWait: 10 * time.Second})
 		failing := fc.NewFairLock(name)
 		failed := make(chan error, 1)
@@ -2075,17 +2061,7 @@ func TestFairLeave_wakesFirstLiveWaiter(t *testing.T) {
 		if ok, err := ftLeave(ctx, rdb, k, "leaver", wait); err != nil || !ok {
 			t.Fatalf("leaver leaves = %v, %v", ok, err)
 		}
-		var got []string
-		timeout := time.After(300 * time.Millisecond)
-	recv:
-		for {
-			select {
-			case m := <-sub.Channel():
-				got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
-			case <-timeout:
-				break recv
-			}
-		}
+		got := ftMessaged(sub, k, 300*time.Millisecond)
 		if want := []string{"live"}; !slices.Equal(got, want) {
 			t.Errorf("messages after the head left: %q, want %q (the first live waiter)", got, want)
 		}
@@ -2145,17 +2121,7 @@ func TestFairAcquire_noSelfWake(t *testing.T) {
 		if r, err := ftAcquire(ctx, rdb, k, "late", lease, wait); err != nil || r == nil {
 			t.Fatalf("late queues = %v, %v", ftPtr(r), err)
 		}
-		var got []string
-		timeout := time.After(300 * time.Millisecond)
-	recv:
-		for {
-			select {
-			case m := <-sub.Channel():
-				got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
-			case <-timeout:
-				break recv
-			}
-		}
+		got := ftMessaged(sub, k, 300*time.Millisecond)
 		// "me" was woken once, by the release (it was the head then);
 		// "other" when the call of "late" purged "dead2" ahead of it.
 		if want := []string{"me", "other"}; !slices.Equal(got, want) {

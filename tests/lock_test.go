@@ -1586,24 +1586,6 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	lkNoKeys(t, rdb, name)
 }
 
-// lkDropReleases fails the release script calls without sending them, while
-// armed: an Unlock whose outcome the client cannot know.
-type lkDropReleases struct {
-	passHook
-	armed atomic.Bool
-}
-
-func (h *lkDropReleases) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if h.armed.Load() && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == generated.LockReleaseSHA1 {
-			cmd.SetErr(io.EOF)
-			return io.EOF
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // TestLock_Lock_settlesUnlockPastLatch: an Unlock of one of two holds runs
 // in Redis but every reply is lost; the caller stays in its outer hold
 // longer than the unlock latch lives, then re-enters. The re-entry settles
@@ -1664,7 +1646,7 @@ func TestLock_Lock_reentryIntoLostHold(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		ctx := t.Context()
-		drop := &lkDropReleases{}
+		drop := &failScript{sha: generated.LockReleaseSHA1, err: io.EOF}
 		c := lkNew(t, lkHooked(t, rdb, drop), lualock.Options{})
 		name := uniqueName(t)
 		l := c.NewLock(name)

@@ -88,17 +88,7 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 	rdb := harness.SharedCluster(t).Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
-	holders, err := lualock.New(rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holders.Close()
-	c, err := lualock.New(rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	holders, c := shardedClients(t, rdb)
 
 	const locks = 60
 	base := uniqueName(t)
@@ -178,17 +168,7 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 	rdb := cl.Client(func(o *redis.ClusterOptions) { o.ClientName = clientName })
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
-	holders, err := lualock.New(rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holders.Close()
-	c, err := lualock.New(rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	holders, c := shardedClients(t, rdb)
 
 	// Two names on one primary, in different slots.
 	base := uniqueName(t)
@@ -292,6 +272,15 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// shardedClients returns two clients on rdb with sharded pub/sub, a 10s
+// fallback timer and no lingering subscriptions, which the test's cleanup
+// closes: one for the holders, one for the waiters whose Stats are checked.
+func shardedClients(t *testing.T, rdb redis.UniversalClient) (holders, waiters *lualock.Client) {
+	t.Helper()
+	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
+	return lkNew(t, rdb, opts), lkNew(t, rdb, opts)
 }
 
 // waitFor polls cond for up to 2 s.
