@@ -27,6 +27,7 @@ import (
 // deployment) and share it: its id is part of every owner field.
 type Client struct {
 	rdb     redis.UniversalClient
+	scripts redis.Scripter // runs the lock scripts: Options.Scripter or rdb
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
@@ -44,7 +45,8 @@ type Client struct {
 // New returns a Client on rdb, which may be a *redis.Client, a
 // *redis.ClusterClient or a failover client (Redis 7.0 or later). New sends
 // nothing to Redis. It returns ErrInvalid for a nil rdb, a *redis.Ring (its
-// pub/sub binds to one shard) or a bad option.
+// pub/sub binds to one shard) or a bad option (a pipeline as
+// Options.Scripter among them).
 //
 // Set ContextTimeoutEnabled in rdb's options: without it go-redis ignores
 // the deadlines of contexts while it waits for a reply, so on a Redis that
@@ -65,13 +67,24 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	var scripts redis.Scripter = rdb
+	if s := cfg.Scripter; s != nil {
+		if isNilPointer(s) {
+			return nil, fmt.Errorf("%w: Options.Scripter is a nil %T", ErrInvalid, s)
+		}
+		if _, ok := s.(redis.Pipeliner); ok {
+			// A pipeline sends nothing until Exec: every call would fail.
+			return nil, fmt.Errorf("%w: Options.Scripter is a pipeline (%T); give a client or an auto-pipeliner", ErrInvalid, s)
+		}
+		scripts = s
+	}
 	id := cfg.ClientID
 	if id == "" {
 		if id, err = uuid4(); err != nil {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
 	c.wd = newWatchdog(c)
 	c.subs = newSubscriber(c)
 	return c, nil

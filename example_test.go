@@ -68,6 +68,25 @@ func ExampleNew_cluster() {
 	_ = client.NewLock("orders:{42}")
 }
 
+// Many goroutines locking at once: the lock scripts go through go-redis's
+// auto-pipeliner (go-redis 9.22 or later), which sends the calls of
+// concurrent goroutines to Redis together. Pub/sub and renewals still use
+// rdb, which owns the auto-pipeliner and stops it when closed.
+func ExampleOptions_scripter() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := lualock.New(rdb, lualock.Options{Scripter: ap})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	_ = client.NewLock("jobs:{7}")
+}
+
 // Re-entry goes through the same handle; each Lock needs its Unlock.
 func ExampleClient_NewLock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})

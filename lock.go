@@ -429,7 +429,7 @@ func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w 
 	case fair:
 		return l.runFairAcquire(ctx, lease, want, w)
 	default:
-		return generated.LockAcquire(ctx, l.c.rdb,
+		return generated.LockAcquire(ctx, l.c.scripts,
 			generated.LockAcquireKeys{Lock: l.name},
 			generated.LockAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, Holds: int64(want)})
 	}
@@ -662,7 +662,7 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 	if l.kind == fair {
 		return l.runFairRelease(ctx, lease, latch, holds)
 	}
-	return generated.LockRelease(ctx, l.c.rdb,
+	return generated.LockRelease(ctx, l.c.scripts,
 		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
 		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(),
 			Publish: l.c.cfg.publish, Holds: int64(holds)})
@@ -701,7 +701,7 @@ func (l *Lock) runForceRelease(ctx context.Context, latch string) (bool, error) 
 	if l.kind == fair {
 		return l.runFairForceRelease(ctx, latch)
 	}
-	return generated.LockForceRelease(ctx, l.c.rdb,
+	return generated.LockForceRelease(ctx, l.c.scripts,
 		generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
 		generated.LockForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
 }
@@ -719,7 +719,7 @@ func (l *Lock) Status(ctx context.Context) (Status, error) {
 	if err := l.usable(); err != nil {
 		return Status{}, err
 	}
-	st, err := generated.LockStatus(ctx, l.c.rdb, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
+	st, err := generated.LockStatus(ctx, l.c.scripts, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
 	if err != nil {
 		return Status{}, l.errorf("status", err)
 	}

@@ -25,6 +25,7 @@ import (
 const (
 	libLualock      = "lualock"
 	libLualockFair  = "lualock (fair)"
+	libLualockAP    = "lualock (tuned: Scripter AutoPipeline)"
 	libRedislock    = "redislock (example: LinearBackoff 100ms)"
 	libRedislockT   = "redislock (tuned: LinearBackoff 1ms)"
 	libRedsync      = "redsync (defaults)"
@@ -173,10 +174,22 @@ type lualockInst struct {
 	fair bool
 }
 
-func openLualock(fair bool) func(*env, openOpts) (instance, error) {
+// openLualock opens lualock with its defaults; with autoPipeline, its
+// scripts go through go-redis's auto-pipeliner (Options.Scripter), which
+// belongs to rdb and stops when close closes rdb.
+func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
 		rdb, n := goRedis(e.cfg.addr, o.name)
-		c, err := lualock.New(rdb, lualock.Options{WatchdogLease: o.wdLease})
+		opts := lualock.Options{WatchdogLease: o.wdLease}
+		if autoPipeline {
+			ap, err := rdb.AutoPipeline()
+			if err != nil {
+				rdb.Close()
+				return nil, err
+			}
+			opts.Scripter = ap
+		}
+		c, err := lualock.New(rdb, opts)
 		if err != nil {
 			rdb.Close()
 			return nil, err
@@ -529,8 +542,9 @@ func (m pingMutex) lost() bool                                { return false }
 // ---- the rows of each workload ----
 
 var (
-	vLualock     = variant{libLualock, false, openLualock(false)}
-	vLualockFair = variant{libLualockFair, false, openLualock(true)}
+	vLualock     = variant{libLualock, false, openLualock(false, false)}
+	vLualockFair = variant{libLualockFair, false, openLualock(true, false)}
+	vLualockAP   = variant{libLualockAP, false, openLualock(false, true)}
 	vRedislock   = variant{libRedislock, true, openRedislock(func() redislock.RetryStrategy { return redislock.LinearBackoff(100 * time.Millisecond) })}
 	vRedislockT  = variant{libRedislockT, true, openRedislock(func() redislock.RetryStrategy { return redislock.LinearBackoff(time.Millisecond) })}
 	vRedsync     = variant{libRedsync, true, openRedsync(false)}
@@ -548,11 +562,11 @@ var (
 // Uncontended locks never retry, so the retry settings do not matter there;
 // rueidislock's KeyMajority does (3 keys by default, 1 tuned).
 func uncontendedVariants() []variant {
-	return []variant{vPing, vLualock, vLualockFair, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
+	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
 }
 
 func contendedVariants() []variant {
-	return []variant{vMutex, vLualock, vLualockFair, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
+	return []variant{vMutex, vLualock, vLualockAP, vLualockFair, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
 }
 
 func waitingVariants() []variant {

@@ -27,9 +27,24 @@ import (
 
 func benchClient(b *testing.B) (redis.UniversalClient, *lualock.Client) {
 	b.Helper()
+	return benchClientOpts(b, false)
+}
+
+// benchClientOpts is benchClient; with autoPipeline, the lock scripts go
+// through go-redis's auto-pipeliner (Options.Scripter).
+func benchClientOpts(b *testing.B, autoPipeline bool) (redis.UniversalClient, *lualock.Client) {
+	b.Helper()
 	s := harness.SharedStandalone(b)
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 64})
-	c, err := lualock.New(rdb, lualock.Options{})
+	var opts lualock.Options
+	if autoPipeline {
+		ap, err := rdb.AutoPipeline()
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.Scripter = ap
+	}
+	c, err := lualock.New(rdb, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,11 +81,21 @@ func pingRate(rdb redis.UniversalClient, g int, d time.Duration) float64 {
 // by 1 and by 32 goroutines each on its own lock. It reports ops/s and
 // xPING: that rate over go-redis PING/s with as many goroutines, measured
 // right after. Two round trips per op make 0.5 the ceiling; the target is
-// 0.45, and at most 30 allocations per op.
+// 0.45, and at most 30 allocations per op. The scripter=autopipeline runs
+// send the scripts through go-redis's auto-pipeliner (Options.Scripter);
+// their PING rate is still a plain client's.
 func BenchmarkLock_uncontended(b *testing.B) {
-	for _, g := range []int{1, 32} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			rdb, c := benchClient(b)
+	for _, tc := range []struct {
+		g  int
+		ap bool
+	}{{1, false}, {32, false}, {1, true}, {32, true}} {
+		g := tc.g
+		name := fmt.Sprintf("goroutines=%d", g)
+		if tc.ap {
+			name += "/scripter=autopipeline"
+		}
+		b.Run(name, func(b *testing.B) {
+			rdb, c := benchClientOpts(b, tc.ap)
 			ctx := context.Background()
 			prefix := fmt.Sprintf("bench-uncontended-%d-%d-", g, time.Now().UnixNano())
 			var next atomic.Int64

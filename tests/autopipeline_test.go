@@ -1,0 +1,136 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+)
+
+// Options.Scripter with go-redis's auto-pipeliner (rdb.AutoPipeline(),
+// go-redis 9.22 or later): the calls of concurrent goroutines share
+// pipelines, and the locks keep every guarantee.
+
+// apScripter returns rdb's auto-pipeliner. It belongs to rdb, which stops
+// it when the test's cleanup closes rdb.
+func apScripter(t *testing.T, rdb redis.UniversalClient) redis.Scripter {
+	t.Helper()
+	var (
+		ap  *redis.AutoPipeliner
+		err error
+	)
+	switch c := rdb.(type) {
+	case *redis.Client:
+		ap, err = c.AutoPipeline()
+	case *redis.ClusterClient:
+		ap, err = c.AutoPipeline()
+	default:
+		t.Fatalf("no auto-pipeliner for %T", rdb)
+	}
+	if err != nil {
+		t.Fatalf("AutoPipeline: %v", err)
+	}
+	return ap
+}
+
+// TestClient_Scripter_autoPipeline runs workers goroutines, each with its
+// own handle, through n Lock/Unlock pairs on a few names of each kind of
+// lock, with the scripts sent by the auto-pipeliner: no two holders of a
+// name are ever inside together, no update is lost, every call succeeds,
+// re-entry counts, and nothing is left in Redis.
+func TestClient_Scripter_autoPipeline(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := t.Context()
+		c := lkNew(t, rdb, lualock.Options{Scripter: apScripter(t, rdb), UnlockLatch: 200 * time.Millisecond})
+		const workers, names = 16, 4
+		n := 40
+		if b.name == "miniredis" {
+			n = 15 // gopher-lua parses every script call
+		}
+		for _, kind := range []struct {
+			name string
+			make func(string) *lualock.Lock
+		}{
+			{"reentrant", c.NewLock},
+			{"fair", c.NewFairLock},
+		} {
+			base := uniqueName(t) + "_" + kind.name
+			var inside [names]atomic.Bool
+			var counter [names]int // guarded by the distributed lock only
+			var got atomic.Int64
+			failures := make(chan string, workers)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					k := w % names
+					l := kind.make(fmt.Sprintf("%s_%d", base, k))
+					for range n {
+						if err := l.LockLease(ctx, 10*time.Second); err != nil {
+							failures <- fmt.Sprintf("%s Lock: %v", kind.name, err)
+							return
+						}
+						if !inside[k].CompareAndSwap(false, true) {
+							failures <- fmt.Sprintf("%s: two holders of name %d at once", kind.name, k)
+							_ = l.Unlock(ctx)
+							return
+						}
+						// Re-enter and leave once inside the hold.
+						if err := l.LockLease(ctx, 10*time.Second); err != nil {
+							failures <- fmt.Sprintf("%s re-entry: %v", kind.name, err)
+						} else if h, err := l.HoldCount(ctx); err != nil || h != 2 {
+							failures <- fmt.Sprintf("%s HoldCount after re-entry = %d, %v; want 2", kind.name, h, err)
+						} else if err := l.Unlock(ctx); err != nil {
+							failures <- fmt.Sprintf("%s Unlock of the re-entry: %v", kind.name, err)
+						}
+						counter[k]++
+						got.Add(1)
+						inside[k].Store(false)
+						if err := l.Unlock(ctx); err != nil {
+							failures <- fmt.Sprintf("%s Unlock: %v", kind.name, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(failures)
+			for f := range failures {
+				t.Error(f)
+			}
+			total := 0
+			for _, v := range counter {
+				total += v
+			}
+			if got.Load() != int64(workers*n) || total != workers*n {
+				t.Errorf("%s: %d acquisitions, counters add up to %d; want %d each (a lost update means two holders)", kind.name, got.Load(), total, workers*n)
+			}
+			for k := range names {
+				lkNoKeys(t, rdb, fmt.Sprintf("%s_%d", base, k))
+			}
+		}
+		// A try-lock that times out through the auto-pipeliner is a plain
+		// ErrNotObtained, and the fair waiter leaves the queue.
+		name := uniqueName(t) + "_timeout"
+		holder, waiter := c.NewFairLock(name), c.NewFairLock(name)
+		if err := holder.LockLease(ctx, 10*time.Second); err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := waiter.TryLock(ctx, 50*time.Millisecond); !errors.Is(err, lualock.ErrNotObtained) {
+			t.Errorf("TryLock behind a holder = %v, want ErrNotObtained", err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		lkNoKeys(t, rdb, name)
+	})
+}
