@@ -710,6 +710,10 @@ func (e *env) contendedText(wl string, pause time.Duration) string {
 	s = append(s, fmt.Sprintf("Polling every millisecond (tuned rows) brings the peers' waits down but costs Redis commands for every poll: Redis cmds per acquisition are %s for lualock, %s for redislock tuned and %s for redsync tuned.",
 		f(lu, "redis_cmds_per_acq"), f(libRedislockT, "redis_cmds_per_acq"), f(libRedsyncT, "redis_cmds_per_acq")))
 	s = append(s, fmt.Sprintf("sync.Mutex, the in-process ideal, does %s acquisitions/s with a %s ms hold: the gap to it is the price of going through Redis.", f(libMutex, "acq_per_s"), f(libMutex, "hold_ms")))
+	if !math.IsNaN(e.med(wl, libLualockAP, "acq_per_s")) {
+		s = append(s, fmt.Sprintf("The row with Options.Scripter set to go-redis's auto-pipeliner (a throughput option for many concurrent callers, section 1) is slower here: handoff p99 %s and %s acquisitions/s against %s by default. After a batch returns, go-redis v9.22's auto-pipeliner waits for each of its callers to send its next command, or for a short silence, before it flushes again; here the callers do not (they hold the lock, or wait for a message), so the commands of a handoff wait out that silence.",
+			pct(libLualockAP, "handoff", "p99"), f(libLualockAP, "acq_per_s"), f(lu, "acq_per_s")))
+	}
 	if t := e.errorsText(wl, names(contendedVariants())...); t != "" {
 		s = append(s, t)
 	}
