@@ -117,6 +117,30 @@ func TestOptions_New_scripterInvalid(t *testing.T) {
 	}
 }
 
+func TestOptions_New_scripterAutoPipeline(t *testing.T) {
+	mr, rdb := lkMini(t)
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		t.Fatalf("AutoPipeline: %v", err)
+	}
+	before := lkSnapshot(mr)
+	c := lkClient(t, rdb, lualock.Options{Scripter: ap})
+	if after := lkSnapshot(mr); after != before {
+		t.Errorf("New sent %d commands, want none", after.commands-before.commands)
+	}
+	// The auto-pipeliner runs the scripts.
+	l := c.NewLock("scripter-ap")
+	if err := l.LockLease(t.Context(), time.Second); err != nil {
+		t.Fatalf("LockLease: %v", err)
+	}
+	if held, err := l.IsHeld(t.Context()); err != nil || !held {
+		t.Errorf("IsHeld = %v, %v; want true", held, err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
 // TestClient_Scripter_runsEveryLockScript checks that with Options.Scripter
 // every lock script of both kinds of lock runs through it, none through
 // the redis client given to New, and that the locks still work: reentry,
@@ -153,8 +177,10 @@ func TestClient_Scripter_runsEveryLockScript(t *testing.T) {
 			// b waits; a's last Unlock wakes it.
 			got := make(chan error, 1)
 			go func() { got <- b.TryLockLease(ctx, 5*time.Second, 10*time.Second) }()
-			for c.Stats().Waiters == 0 {
-				time.Sleep(time.Millisecond)
+			for deadline := time.Now().Add(5 * time.Second); c.Stats().Waiters == 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the second handle never waited")
+				}
 			}
 			for range 2 {
 				if err := a.Unlock(ctx); err != nil {

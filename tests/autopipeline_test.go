@@ -85,16 +85,21 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 							return
 						}
 						// Re-enter and leave once inside the hold.
+						var bad string
 						if err := l.LockLease(ctx, 10*time.Second); err != nil {
-							failures <- fmt.Sprintf("%s re-entry: %v", kind.name, err)
+							bad = fmt.Sprintf("%s re-entry: %v", kind.name, err)
 						} else if h, err := l.HoldCount(ctx); err != nil || h != 2 {
-							failures <- fmt.Sprintf("%s HoldCount after re-entry = %d, %v; want 2", kind.name, h, err)
+							bad = fmt.Sprintf("%s HoldCount after re-entry = %d, %v; want 2", kind.name, h, err)
 						} else if err := l.Unlock(ctx); err != nil {
-							failures <- fmt.Sprintf("%s Unlock of the re-entry: %v", kind.name, err)
+							bad = fmt.Sprintf("%s Unlock of the re-entry: %v", kind.name, err)
 						}
 						counter[k]++
 						got.Add(1)
 						inside[k].Store(false)
+						if bad != "" {
+							failures <- bad
+							return
+						}
 						if err := l.Unlock(ctx); err != nil {
 							failures <- fmt.Sprintf("%s Unlock: %v", kind.name, err)
 							return
