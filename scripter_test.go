@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -45,11 +46,7 @@ func (s *scCounter) EvalShaRO(ctx context.Context, sha string, keys []string, ar
 func (s *scCounter) snapshot() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(s.calls)
 }
 
 // scName names the script whose SHA1 is sha.
