@@ -105,7 +105,7 @@ var forbidden = map[string]string{
 // lintAST parses the script with gopher-lua and runs the AST rules on it. A
 // script that does not parse gets a single syntax finding.
 func lintAST(s *Script) []Diagnostic {
-	src := s.Source
+	src := luaLines(s.Source)
 	if s.Shebang != "" {
 		// Blank the #! line but keep its line break, so lines stay numbered.
 		if i := bytes.IndexByte(src, '\n'); i >= 0 {
@@ -130,7 +130,8 @@ func lintAST(s *Script) []Diagnostic {
 		return []Diagnostic{d}
 	}
 	// Walk until what is known of every local's values stops changing: the
-	// flags only ever drop, so this ends after a few passes.
+	// flags only ever drop and the literal sets only grow, within the
+	// script's own literals, so this ends after a few passes.
 	var prior map[[2]int]valInfo
 	for {
 		l := newLinter(s, src)
@@ -138,7 +139,7 @@ func lintAST(s *Script) []Diagnostic {
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable}
+			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, litsOnly: v.litsOnly, lits: v.lits}
 		}
 		if maps.Equal(seen, prior) {
 			SortDiagnostics(l.diags)

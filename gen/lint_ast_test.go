@@ -161,7 +161,13 @@ func TestLintASTRules(t *testing.T) {
 		{"loop over KEYS", h1 + "for _, k in ipairs(KEYS) do redis.call('del', k) end\nreturn ARGV[1]", nil},
 		{"loop over an alias of KEYS", h1 + "local keys = KEYS\nfor _, k in pairs(keys) do redis.call('del', k, keys[1]) end\nreturn ARGV[1]", nil},
 		{"unpack KEYS", h1 + "return redis.call('del', unpack(KEYS)) .. ARGV[1]", nil},
-		{"command from a variable", h1 + "local cmd = 'get'\nreturn redis.call(cmd, ARGV[1]) .. KEYS[1]", nil},
+		{"command from a variable", h1 + "local cmd = 'get'\nreturn redis.call(cmd, ARGV[1]) .. KEYS[1]", []string{"non-key-argument 5:24"}},
+		{"command from a variable, key in place", h1 + "local cmd = 'get'\nreturn redis.call(cmd, KEYS[1]) .. ARGV[1]", nil},
+		{"command assigned later in a loop", h1 + "local cmd = 'ping'\nrepeat redis.call(cmd, ARGV[1]) cmd = 'get' until cmd == 'get'\nreturn KEYS[1]", []string{"non-key-argument 5:24"}},
+		{"command through a parameter", h1 + "local function run(c) return redis.call(c, ARGV[1]) end\nreturn run('ping') .. run('get') .. KEYS[1]", []string{"non-key-argument 4:44"}},
+		{"command parameter of an escaped function", h1 + "local function run(c) return redis.call(c, ARGV[1]) end\nreturn pcall(run, 'get') .. KEYS[1]", nil},
+		{"command assigned after the function using it", h1 + "local cmd\nlocal function f() return redis.call(cmd, ARGV[1]) end\ncmd = 'get'\nreturn f() .. KEYS[1]", []string{"non-key-argument 5:43"}},
+		{"command from ARGV", h1 + "local cmd = ARGV[1]\nreturn redis.call(cmd, 'x') .. KEYS[1]", nil},
 		{"unknown command", h1 + "return redis.call('frobnicate', ARGV[1]) .. KEYS[1]", nil},
 		{"command without keys", h1 + "return redis.call('publish', ARGV[1], KEYS[1])", nil},
 		{"value arguments are not keys", h1 + "return redis.call('set', KEYS[1], ARGV[1], 'px', 100)", nil},
@@ -423,16 +429,40 @@ func FuzzLintAST(f *testing.F) {
 		}
 	}
 	f.Add([]byte(h1 + "local k = KEYS[1]\nfor _, v in ipairs(KEYS) do redis.call('del', v, k) end\ngoto x ::x::"))
+	f.Add([]byte(h1 + "local c = ARGV[1] and 'get' or 'del'\nlocal function run(x, k) return redis.call(x, k) end\nrun(c, KEYS[1])\nrepeat c = 'exists' until run('incr', ARGV[1])"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, _ := parseScript("lua/f.lua", src)
 		if s == nil {
 			return
 		}
-		lines := strings.Count(string(src), "\n") + 1
+		lines := strings.Count(string(luaLines(src)), "\n") + 1 // as Lua counts them
 		for _, d := range lintAST(s) {
 			if d.Line < 1 || d.Line > lines || d.Col < 1 {
 				t.Errorf("bad position %v in a file of %d lines", d, lines)
 			}
 		}
 	})
+}
+
+// TestLineBreaksAsLua checks that findings are placed on the lines Lua
+// counts: "\r\n", "\n\r", a lone "\r" and "\n" each end one line, as they
+// do for Redis's Lua and gopher-lua's parser.
+func TestLineBreaksAsLua(t *testing.T) {
+	for _, br := range []string{"\n", "\r\n", "\n\r", "\r"} {
+		src := "-- @return nil" + br + "local x = 1" + br + br + "return x .. y"
+		s, _ := parseScript("lua/t.lua", []byte(src))
+		if s == nil {
+			t.Fatalf("break %q: no script", br)
+		}
+		got := brief(lintAST(s))
+		if want := []string{"undefined-global 4:13"}; !slices.Equal(got, want) {
+			t.Errorf("break %q: findings %v, want %v", br, got, want)
+		}
+		if line, col := offsetPosition([]byte(src), strings.Index(src, "y")); line != 4 || col != 13 {
+			t.Errorf("break %q: offsetPosition gives %d:%d, want 4:13", br, line, col)
+		}
+	}
+	if got := string(luaLines([]byte("a\r\nb\n\rc\rd\ne\r\r\n"))); got != "a\nb\nc\nd\ne\n\n" {
+		t.Errorf("luaLines: %q", got)
+	}
 }

@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,12 @@ type lvar struct {
 	assigned  bool
 	keys      bool
 	keysTable bool
+	// litsOnly stays true while every value assigned so far is a string
+	// literal (or a local known to hold one); lits is the set of those
+	// strings, sorted and joined by litSep. It tells which commands a
+	// command name held in a local can be.
+	litsOnly bool
+	lits     string
 	// params are the parameters of the function this local was declared
 	// with (local function f, or local f = function): each direct call
 	// f(...) assigns its arguments to them. When f is read in any other
@@ -66,6 +73,27 @@ type paramUse struct {
 type valInfo struct {
 	keys, keysTable bool
 	none            bool // a literal nil: no value yet, as "local k"
+	// litsOnly: the value is one of the string literals in lits (joined by
+	// litSep). The zero value knows nothing, as for keys.
+	litsOnly bool
+	lits     string
+}
+
+// litSep joins the strings of a literal set: Redis command names never
+// contain it.
+const litSep = "\x00"
+
+// unionLits merges two literal sets.
+func unionLits(a, b string) string {
+	if a == "" || a == b {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	set := strings.Split(a+litSep+b, litSep)
+	slices.Sort(set)
+	return strings.Join(slices.Compact(set), litSep)
 }
 
 type linter struct {
@@ -181,12 +209,12 @@ func (l *linter) lookup(name string) *lvar {
 // declare brings a local into the current scope, warning when it shadows or
 // redeclares another.
 func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
-	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true}
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, litsOnly: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable = p.keys, p.keysTable
+		v.keys, v.keysTable, v.litsOnly, v.lits = p.keys, p.keysTable, p.litsOnly, p.lits
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -211,8 +239,7 @@ func (l *linter) assign(v *lvar, val valInfo) {
 		return
 	}
 	v.assigned = true
-	v.keys = v.keys && val.keys
-	v.keysTable = v.keysTable && val.keysTable
+	v.merge(val)
 	if v.params != nil {
 		l.escape(v) // another value: calls may no longer reach the function
 	}
@@ -222,7 +249,17 @@ func (l *linter) assign(v *lvar, val valInfo) {
 // its calls are out of sight.
 func (l *linter) escape(v *lvar) {
 	for _, p := range v.params {
-		p.keys, p.keysTable = false, false
+		p.keys, p.keysTable, p.litsOnly = false, false, false
+	}
+}
+
+// merge narrows what is known of a local by one more value it may hold.
+func (v *lvar) merge(val valInfo) {
+	v.keys = v.keys && val.keys
+	v.keysTable = v.keysTable && val.keysTable
+	v.litsOnly = v.litsOnly && val.litsOnly
+	if v.litsOnly {
+		v.lits = unionLits(v.lits, val.lits)
 	}
 }
 
@@ -511,8 +548,7 @@ func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) 
 func (l *linter) callArgs(f *lvar, args []ast.Expr) {
 	vals := l.values(args, len(f.params))
 	for i, p := range f.params {
-		p.keys = p.keys && vals[i].keys
-		p.keysTable = p.keysTable && vals[i].keysTable
+		p.merge(vals[i])
 	}
 }
 
@@ -527,7 +563,8 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 				out[i] = valInfo{none: true}
 				continue
 			}
-			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i])}
+			lits, only := l.literals(exprs[i])
+			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), litsOnly: only, lits: lits}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
 			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
@@ -573,6 +610,39 @@ func (l *linter) fromKeys(e ast.Expr) bool {
 		return l.isUnpackKeys(e)
 	}
 	return false
+}
+
+// literals reports whether e is always one of a known set of string
+// literals, and which (joined by litSep): a literal, a local whose every
+// value is one, or a and b / a or b of those (c and a is a, or a false value
+// that is no command anyway).
+func (l *linter) literals(e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.StringExpr:
+		if strings.Contains(e.Value, litSep) {
+			return "", false
+		}
+		return e.Value, true
+	case *ast.IdentExpr:
+		// What the previous pass found counts, so that a value assigned
+		// later in the source (a loop, a function called afterwards) does.
+		v := l.lookup(e.Value)
+		if v == nil || !v.litsOnly || v.lits == "" {
+			return "", false
+		}
+		return v.lits, true
+	case *ast.LogicalOpExpr:
+		if e.Operator == "and" {
+			return l.literals(e.Rhs)
+		}
+		a, ok := l.literals(e.Lhs)
+		if !ok || e.Operator != "or" {
+			return "", false
+		}
+		b, ok := l.literals(e.Rhs)
+		return unionLits(a, b), ok
+	}
+	return "", false
 }
 
 // isGlobal reports whether id names the global name, not a local.
@@ -828,42 +898,53 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 	if !ok || !ok2 || obj.Value != "redis" || l.lookup("redis") != nil || (method.Value != "call" && method.Value != "pcall") {
 		return
 	}
-	cmd, ok := c.Args[0].(*ast.StringExpr)
+	// The command: a literal, or a name known to hold one of a few literals
+	// (each is checked). A command name from ARGV is not known: its keys
+	// cannot be checked.
+	names, ok := l.literals(c.Args[0])
 	if !ok {
 		return
 	}
-	spec, ok := CommandKeys[strings.ToLower(cmd.Value)]
-	if !ok {
-		return
+	callee := fmt.Sprintf("redis.%s('%%s', ...)", method.Value)
+	if id, isName := c.Args[0].(*ast.IdentExpr); isName {
+		callee = fmt.Sprintf("redis.%s(%s, ...) with %s = '%%s'", method.Value, id.Value, id.Value)
 	}
-	positions := spec.positions(len(c.Args) - 1)
-	for _, p := range positions {
-		arg := c.Args[p]
-		if l.fromKeys(arg) {
+	reported := map[int]bool{}
+	for _, cmd := range strings.Split(names, litSep) {
+		spec, ok := CommandKeys[strings.ToLower(cmd)]
+		if !ok {
 			continue
 		}
-		which := "the key"
-		if len(positions) > 1 || spec.Last != spec.First {
-			which = fmt.Sprintf("key argument %d", p)
-		}
-		// Point at the argument when it starts with a name, else at redis.
-		tok := -1
-		if t, ok := l.identTok[obj]; ok {
-			tok = t
-		}
-		if id := leftmostIdent(arg); id != nil {
-			if t, ok := l.identTok[id]; ok && t >= 0 {
+		positions := spec.positions(len(c.Args) - 1)
+		for _, p := range positions {
+			arg := c.Args[p]
+			if reported[p] || l.fromKeys(arg) {
+				continue
+			}
+			reported[p] = true
+			which := "the key"
+			if len(positions) > 1 || spec.Last != spec.First {
+				which = fmt.Sprintf("key argument %d", p)
+			}
+			// Point at the argument when it starts with a name, else at redis.
+			tok := -1
+			if t, ok := l.identTok[obj]; ok {
 				tok = t
 			}
-		}
-		if id, ok := arg.(*ast.IdentExpr); ok {
-			if v := l.lookup(id.Value); v != nil && v.kind == varParam {
-				which += fmt.Sprintf(" (parameter %s: a parameter is a key only when its local function is only ever called, by name, with a KEYS entry in its place)", id.Value)
+			if id := leftmostIdent(arg); id != nil {
+				if t, ok := l.identTok[id]; ok && t >= 0 {
+					tok = t
+				}
 			}
+			if id, ok := arg.(*ast.IdentExpr); ok {
+				if v := l.lookup(id.Value); v != nil && v.kind == varParam {
+					which += fmt.Sprintf(" (parameter %s: a parameter is a key only when its local function is only ever called, by name, with a KEYS entry in its place)", id.Value)
+				}
+			}
+			l.report(tok, c.Line(), RuleNonKeyArgument, Error,
+				"%s: %s is not taken from KEYS; Redis Cluster needs every key declared: pass it in KEYS and declare it with @key",
+				fmt.Sprintf(callee, cmd), which)
 		}
-		l.report(tok, c.Line(), RuleNonKeyArgument, Error,
-			"redis.%s('%s', ...): %s is not taken from KEYS; Redis Cluster needs every key declared: pass it in KEYS and declare it with @key",
-			method.Value, cmd.Value, which)
 	}
 }
 

@@ -137,7 +137,7 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		diags = append(diags, Diagnostic{File: file, Line: line, Col: col, Rule: RuleCRLF, Severity: Warning,
 			Message: "carriage returns in the file: the SHA1 depends on them; save with LF line endings"})
 	}
-	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	lines := strings.Split(string(luaLines(src)), "\n")
 
 	first := 0
 	if strings.HasPrefix(lines[0], "#!") {
@@ -463,10 +463,44 @@ func trimDoc(doc []string) []string {
 	return out
 }
 
-// offsetPosition returns the 1-based line and byte column of offset at in src.
+// offsetPosition returns the 1-based line, with line breaks counted as Lua
+// counts them (see luaLines), and byte column of offset at in src.
 func offsetPosition(src []byte, at int) (line, col int) {
-	start := bytes.LastIndexByte(src[:at], '\n') + 1
-	return bytes.Count(src[:at], []byte("\n")) + 1, at - start + 1
+	line, start := 1, 0
+	for i := 0; i < at; i++ {
+		if c := src[i]; c == '\n' || c == '\r' {
+			if i+1 < at && (src[i+1] == '\n' || src[i+1] == '\r') && src[i+1] != c {
+				i++ // \r\n or \n\r: one line break
+			}
+			line++
+			start = i + 1
+		}
+	}
+	return line, at - start + 1
+}
+
+// luaLines returns src with each line break as Lua 5.1 (and gopher-lua)
+// counts them, "\r\n", "\n\r", "\r" or "\n", written as one "\n". Lua reads
+// every one of them as "\n", in long strings too, so the script means the
+// same; the findings' line numbers then agree with the parser's and with
+// the lines Redis reports. The SHA1 is always of the source as written.
+func luaLines(src []byte) []byte {
+	if bytes.IndexByte(src, '\r') < 0 {
+		return src
+	}
+	out := make([]byte, 0, len(src))
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if c != '\n' && c != '\r' {
+			out = append(out, c)
+			continue
+		}
+		if i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r') && src[i+1] != c {
+			i++
+		}
+		out = append(out, '\n')
+	}
+	return out
 }
 
 func firstInvalidUTF8(b []byte) int {
