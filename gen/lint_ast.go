@@ -107,9 +107,10 @@ var forbidden = map[string]string{
 func lintAST(s *Script) []Diagnostic {
 	src := luaLines(s.Source)
 	if s.Shebang != "" {
-		// Blank the #! line but keep its line break, so lines stay numbered.
-		if i := bytes.IndexByte(src, '\n'); i >= 0 {
-			src = append([]byte(nil), src[i:]...)
+		// Blank the #! line but keep its line break, so lines stay numbered,
+		// as Redis does: it cuts the shebang at the first "\n".
+		if i := bytes.IndexByte(s.Source, '\n'); i >= 0 {
+			src = luaLines(s.Source[i:])
 		} else {
 			src = nil
 		}
@@ -130,8 +131,9 @@ func lintAST(s *Script) []Diagnostic {
 		return []Diagnostic{d}
 	}
 	// Walk until what is known of every local's values stops changing: the
-	// flags only ever drop and the literal sets only grow, within the
-	// script's own literals, so this ends after a few passes.
+	// flags only ever drop (multi only rises) and the literal sets only
+	// grow, within the script's own literals and up to maxLits, so this
+	// ends.
 	var prior map[[2]int]valInfo
 	for {
 		l := newLinter(s, src)
@@ -139,7 +141,7 @@ func lintAST(s *Script) []Diagnostic {
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, litsOnly: v.litsOnly, lits: v.lits}
+			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
 			SortDiagnostics(l.diags)

@@ -46,10 +46,16 @@ type lvar struct {
 	keysTable bool
 	// litsOnly stays true while every value assigned so far is a string
 	// literal (or a local known to hold one); lits is the set of those
-	// strings, sorted and joined by litSep. It tells which commands a
-	// command name held in a local can be.
+	// strings, sorted and joined by litSep (empty: no value known yet). It
+	// tells which commands a command name held in a local can be. multi is
+	// set once the local is given a value a second time (by assignment, or
+	// by another call for a parameter): the walk does not follow the order
+	// of assignments, so the command at a given call is known only when
+	// the set has one element or the local took one value.
 	litsOnly bool
 	lits     string
+	merges   int // values given in this pass
+	multi    bool
 	// params are the parameters of the function this local was declared
 	// with (local function f, or local f = function): each direct call
 	// f(...) assigns its arguments to them. When f is read in any other
@@ -74,10 +80,15 @@ type valInfo struct {
 	keys, keysTable bool
 	none            bool // a literal nil: no value yet, as "local k"
 	// litsOnly: the value is one of the string literals in lits (joined by
-	// litSep). The zero value knows nothing, as for keys.
+	// litSep). The zero value knows nothing, as for keys. multi: see lvar.
 	litsOnly bool
 	lits     string
+	multi    bool
 }
+
+// maxLits bounds a literal set: past it the local is taken as unknown, which
+// keeps the fixed point cheap on a script with long chains of assignments.
+const maxLits = 8
 
 // litSep joins the strings of a literal set: Redis command names never
 // contain it.
@@ -214,7 +225,7 @@ func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable, v.litsOnly, v.lits = p.keys, p.keysTable, p.litsOnly, p.lits
+		v.keys, v.keysTable, v.litsOnly, v.lits, v.multi = p.keys, p.keysTable, p.litsOnly, p.lits, p.multi
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -260,7 +271,12 @@ func (v *lvar) merge(val valInfo) {
 	v.litsOnly = v.litsOnly && val.litsOnly
 	if v.litsOnly {
 		v.lits = unionLits(v.lits, val.lits)
+		if strings.Count(v.lits, litSep) >= maxLits {
+			v.litsOnly = false
+		}
 	}
+	v.merges++
+	v.multi = v.multi || v.merges > 1
 }
 
 func (l *linter) stmts(list []ast.Stmt) {
@@ -613,9 +629,10 @@ func (l *linter) fromKeys(e ast.Expr) bool {
 }
 
 // literals reports whether e is always one of a known set of string
-// literals, and which (joined by litSep): a literal, a local whose every
-// value is one, or a and b / a or b of those (c and a is a, or a false value
-// that is no command anyway).
+// literals, and which (joined by litSep; empty when nothing is known yet):
+// a literal, a local whose every value is one (when it took several values,
+// only if they are all the same literal), or a and b / a or b of those (c
+// and a is a, or a false value that is no command anyway).
 func (l *linter) literals(e ast.Expr) (string, bool) {
 	switch e := e.(type) {
 	case *ast.StringExpr:
@@ -627,7 +644,7 @@ func (l *linter) literals(e ast.Expr) (string, bool) {
 		// What the previous pass found counts, so that a value assigned
 		// later in the source (a loop, a function called afterwards) does.
 		v := l.lookup(e.Value)
-		if v == nil || !v.litsOnly || v.lits == "" {
+		if v == nil || !v.litsOnly || v.multi && strings.Contains(v.lits, litSep) {
 			return "", false
 		}
 		return v.lits, true
@@ -902,12 +919,20 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 	// (each is checked). A command name from ARGV is not known: its keys
 	// cannot be checked.
 	names, ok := l.literals(c.Args[0])
-	if !ok {
+	if !ok || names == "" {
 		return
 	}
-	callee := fmt.Sprintf("redis.%s('%%s', ...)", method.Value)
-	if id, isName := c.Args[0].(*ast.IdentExpr); isName {
-		callee = fmt.Sprintf("redis.%s(%s, ...) with %s = '%%s'", method.Value, id.Value, id.Value)
+	callee := fmt.Sprintf("redis.%s(...) with the command '%%s'", method.Value)
+	switch x := c.Args[0].(type) {
+	case *ast.StringExpr:
+		callee = fmt.Sprintf("redis.%s('%%s', ...)", method.Value)
+	case *ast.IdentExpr:
+		callee = fmt.Sprintf("redis.%s(%s, ...) with %s = '%%s'", method.Value, x.Value, x.Value)
+	}
+	// Arguments from a final ... are not known, nor their positions.
+	nargs := len(c.Args) - 1
+	if _, ok := c.Args[nargs].(*ast.Comma3Expr); ok && nargs > 0 {
+		nargs--
 	}
 	reported := map[int]bool{}
 	for _, cmd := range strings.Split(names, litSep) {
@@ -917,6 +942,9 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 		}
 		positions := spec.positions(len(c.Args) - 1)
 		for _, p := range positions {
+			if p > nargs {
+				break
+			}
 			arg := c.Args[p]
 			if reported[p] || l.fromKeys(arg) {
 				continue

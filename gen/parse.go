@@ -138,6 +138,12 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 			Message: "carriage returns in the file: the SHA1 depends on them; save with LF line endings"})
 	}
 	lines := strings.Split(string(luaLines(src)), "\n")
+	if i := strings.IndexByte(text, '\n'); i >= 0 && strings.HasPrefix(text, "#!") {
+		// Redis ends a shebang at the first "\n" only: a lone CR before it
+		// is part of the shebang. Lua reads the rest from that "\n" on.
+		rest := strings.Split(string(luaLines(src[i:])), "\n")
+		lines = append([]string{strings.TrimSuffix(text[:i], "\r")}, rest[1:]...)
+	}
 
 	first := 0
 	if strings.HasPrefix(lines[0], "#!") {
@@ -468,13 +474,18 @@ func trimDoc(doc []string) []string {
 func offsetPosition(src []byte, at int) (line, col int) {
 	line, start := 1, 0
 	for i := 0; i < at; i++ {
-		if c := src[i]; c == '\n' || c == '\r' {
-			if i+1 < at && (src[i+1] == '\n' || src[i+1] == '\r') && src[i+1] != c {
-				i++ // \r\n or \n\r: one line break
-			}
-			line++
-			start = i + 1
+		c := src[i]
+		if c != '\n' && c != '\r' {
+			continue
 		}
+		if i+1 < len(src) && (src[i+1] == '\n' || src[i+1] == '\r') && src[i+1] != c {
+			if i+1 == at {
+				return line, at - start + 1 // the second byte of this line's break
+			}
+			i++ // \r\n or \n\r: one line break
+		}
+		line++
+		start = i + 1
 	}
 	return line, at - start + 1
 }
