@@ -141,7 +141,7 @@ func lintAST(s *Script) []Diagnostic {
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
+			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
 			SortDiagnostics(l.diags)

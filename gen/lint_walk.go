@@ -40,10 +40,14 @@ type lvar struct {
 	reads     int
 	// assigned is set by the first assignment; keys and keysTable stay true
 	// while every value assigned so far is an entry of KEYS (keys) or the
-	// KEYS table itself (keysTable).
+	// KEYS table itself (keysTable). keysList stays true while every value
+	// is a table whose entries are all keys ({KEYS[1], KEYS[2]}, {} or KEYS
+	// itself) and every write into it (t[i] = v, table.insert(t, v)) is a
+	// key. A table passed to a function or aliased is not followed.
 	assigned  bool
 	keys      bool
 	keysTable bool
+	keysList  bool
 	// litsOnly stays true while every value assigned so far is a string
 	// literal (or a local known to hold one); lits is the set of those
 	// strings, sorted and joined by litSep (empty: no value known yet). It
@@ -77,8 +81,8 @@ type paramUse struct {
 
 // valInfo is what the alias tracking knows of an assigned value.
 type valInfo struct {
-	keys, keysTable bool
-	none            bool // a literal nil: no value yet, as "local k"
+	keys, keysTable, keysList bool
+	none                      bool // a literal nil: no value yet, as "local k"
 	// litsOnly: the value is one of the string literals in lits (joined by
 	// litSep). The zero value knows nothing, as for keys. multi: see lvar.
 	litsOnly bool
@@ -220,12 +224,12 @@ func (l *linter) lookup(name string) *lvar {
 // declare brings a local into the current scope, warning when it shadows or
 // redeclares another.
 func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
-	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, litsOnly: true}
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable, v.litsOnly, v.lits, v.multi = p.keys, p.keysTable, p.litsOnly, p.lits, p.multi
+		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -260,7 +264,7 @@ func (l *linter) assign(v *lvar, val valInfo) {
 // its calls are out of sight.
 func (l *linter) escape(v *lvar) {
 	for _, p := range v.params {
-		p.keys, p.keysTable, p.litsOnly = false, false, false
+		p.keys, p.keysTable, p.keysList, p.litsOnly = false, false, false, false
 	}
 }
 
@@ -268,6 +272,7 @@ func (l *linter) escape(v *lvar) {
 func (v *lvar) merge(val valInfo) {
 	v.keys = v.keys && val.keys
 	v.keysTable = v.keysTable && val.keysTable
+	v.keysList = v.keysList && val.keysList
 	v.litsOnly = v.litsOnly && val.litsOnly
 	if v.litsOnly {
 		v.lits = unionLits(v.lits, val.lits)
@@ -324,6 +329,11 @@ func (l *linter) stmt(st ast.Stmt) {
 		for i, v := range targets {
 			if v != nil {
 				l.assign(v, vals[i])
+			}
+		}
+		for i, lhs := range st.Lhs {
+			if t, ok := lhs.(*ast.AttrGetExpr); ok {
+				l.listWrite(t.Object, vals[i].keys)
 			}
 		}
 
@@ -580,7 +590,7 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 				continue
 			}
 			lits, only := l.literals(exprs[i])
-			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), litsOnly: only, lits: lits}
+			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), keysList: l.isKeysList(exprs[i]), litsOnly: only, lits: lits}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
 			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
@@ -606,14 +616,56 @@ func (l *linter) isKeysTable(e ast.Expr) bool {
 	return id.Value == "KEYS"
 }
 
+// holdsKeys reports whether every entry of e is a key: e is KEYS, a local
+// that holds it, or a local that holds a list of keys (see lvar.keysList).
+func (l *linter) holdsKeys(e ast.Expr) bool {
+	if l.isKeysTable(e) {
+		return true
+	}
+	id, ok := e.(*ast.IdentExpr)
+	if !ok {
+		return false
+	}
+	v := l.lookup(id.Value)
+	return v != nil && v.assigned && v.keysList
+}
+
+// isKeysList reports whether e is a table whose entries are all keys: a
+// table constructor with only positional entries taken from KEYS ({} too),
+// or what holdsKeys accepts.
+func (l *linter) isKeysList(e ast.Expr) bool {
+	t, ok := e.(*ast.TableExpr)
+	if !ok {
+		return l.holdsKeys(e)
+	}
+	for _, f := range t.Fields {
+		if f.Key != nil || !l.fromKeys(f.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// listWrite records a write of val into the table held by the local obj
+// (obj[k] = val, table.insert(obj, val)): a value that is no key ends the
+// local's list of keys.
+func (l *linter) listWrite(obj ast.Expr, valIsKey bool) {
+	if id, ok := obj.(*ast.IdentExpr); ok && !valIsKey {
+		if v := l.lookup(id.Value); v != nil {
+			v.keysList = false
+		}
+	}
+}
+
 // fromKeys reports whether e is an entry of KEYS: KEYS[...], a local whose
-// every assignment so far is one, unpack(KEYS), a or b of two of those, or
-// c and a (which is a, or false when c is false: no key either way), so
-// that the idiom c and KEYS[1] or KEYS[2] is one.
+// every assignment so far is one, an entry of a list of keys, unpack of
+// such a table, a or b of two of those, or c and a (which is a, or false
+// when c is false: no key either way), so that the idiom c and KEYS[1] or
+// KEYS[2] is one.
 func (l *linter) fromKeys(e ast.Expr) bool {
 	switch e := e.(type) {
 	case *ast.AttrGetExpr:
-		return l.isKeysTable(e.Object)
+		return l.holdsKeys(e.Object)
 	case *ast.IdentExpr:
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.keys
@@ -689,7 +741,7 @@ func (l *linter) isUnpackKeys(e ast.Expr) bool {
 		return false
 	}
 	f, ok := c.Func.(*ast.IdentExpr)
-	return ok && f.Value == "unpack" && l.lookup("unpack") == nil && l.isKeysTable(c.Args[0])
+	return ok && f.Value == "unpack" && l.lookup("unpack") == nil && l.holdsKeys(c.Args[0])
 }
 
 // iteratesKeys reports whether e is ipairs(KEYS) or pairs(KEYS).
@@ -699,7 +751,7 @@ func (l *linter) iteratesKeys(e ast.Expr) bool {
 		return false
 	}
 	f, ok := c.Func.(*ast.IdentExpr)
-	return ok && (f.Value == "ipairs" || f.Value == "pairs") && l.lookup(f.Value) == nil && l.isKeysTable(c.Args[0])
+	return ok && (f.Value == "ipairs" || f.Value == "pairs") && l.lookup(f.Value) == nil && l.holdsKeys(c.Args[0])
 }
 
 func (l *linter) expr(e ast.Expr) {
@@ -768,6 +820,11 @@ func (l *linter) expr(e ast.Expr) {
 			l.expr(a)
 		}
 		l.checkCall(e)
+		if fa, ok := e.Func.(*ast.AttrGetExpr); ok && l.isGlobal(fa.Object, "table") && len(e.Args) >= 2 {
+			if k, ok := fa.Key.(*ast.StringExpr); ok && k.Value == "insert" {
+				l.listWrite(e.Args[0], l.fromKeys(e.Args[len(e.Args)-1]))
+			}
+		}
 		if callee != nil && callee.params != nil {
 			l.callArgs(callee, e.Args)
 		}
