@@ -42,8 +42,10 @@ type lvar struct {
 	// while every value assigned so far is an entry of KEYS (keys) or the
 	// KEYS table itself (keysTable). keysList stays true while every value
 	// is a table whose entries are all keys ({KEYS[1], KEYS[2]}, {} or KEYS
-	// itself) and every write into it (t[i] = v, table.insert(t, v)) is a
-	// key. A table passed to a function or aliased is not followed.
+	// itself), every write into it (t[i] = v, table.insert(t, v)) is a key
+	// or nil, and it is only read: indexed, counted, given to a function
+	// of listReaders or to a local function whose parameter stays a list of
+	// keys. Any other use (passed, stored, aliased, returned) ends it.
 	assigned  bool
 	keys      bool
 	keysTable bool
@@ -333,7 +335,7 @@ func (l *linter) stmt(st ast.Stmt) {
 		}
 		for i, lhs := range st.Lhs {
 			if t, ok := lhs.(*ast.AttrGetExpr); ok {
-				l.listWrite(t.Object, vals[i].keys)
+				l.listWrite(t.Object, vals[i].keys || vals[i].none) // nil removes an entry
 			}
 		}
 
@@ -525,7 +527,7 @@ func (l *linter) fieldWrite(obj ast.Expr, format string) {
 	}
 	id, ok := root.(*ast.IdentExpr)
 	if !ok || l.lookup(id.Value) != nil || l.isParamTable(id) {
-		l.expr(obj)
+		l.use(obj)
 		return
 	}
 	tok := l.match(id.Value, id.Line(), id.Line())
@@ -616,45 +618,93 @@ func (l *linter) isKeysTable(e ast.Expr) bool {
 	return id.Value == "KEYS"
 }
 
-// holdsKeys reports whether every entry of e is a key: e is KEYS, a local
-// that holds it, or a local that holds a list of keys (see lvar.keysList).
+// holdsKeys reports whether every entry of e is a key: e is KEYS, or a
+// local that holds a list of keys (KEYS among them; see lvar.keysList).
 func (l *linter) holdsKeys(e ast.Expr) bool {
-	if l.isKeysTable(e) {
-		return true
-	}
 	id, ok := e.(*ast.IdentExpr)
 	if !ok {
 		return false
 	}
-	v := l.lookup(id.Value)
-	return v != nil && v.assigned && v.keysList
+	if v := l.lookup(id.Value); v != nil {
+		return v.assigned && v.keysList
+	}
+	return id.Value == "KEYS"
 }
 
 // isKeysList reports whether e is a table whose entries are all keys: a
-// table constructor with only positional entries taken from KEYS ({} too),
-// or what holdsKeys accepts.
+// table constructor whose every value is a key ({} too), what holdsKeys
+// accepts, or a or b / c and a of those.
 func (l *linter) isKeysList(e ast.Expr) bool {
-	t, ok := e.(*ast.TableExpr)
-	if !ok {
-		return l.holdsKeys(e)
-	}
-	for _, f := range t.Fields {
-		if f.Key != nil || !l.fromKeys(f.Value) {
-			return false
+	switch e := e.(type) {
+	case *ast.TableExpr:
+		for _, f := range e.Fields {
+			if !l.fromKeys(f.Value) {
+				return false
+			}
 		}
+		return true
+	case *ast.LogicalOpExpr:
+		if e.Operator == "and" {
+			return l.isKeysList(e.Rhs)
+		}
+		return e.Operator == "or" && l.isKeysList(e.Lhs) && l.isKeysList(e.Rhs)
 	}
-	return true
+	return l.holdsKeys(e)
 }
 
-// listWrite records a write of val into the table held by the local obj
-// (obj[k] = val, table.insert(obj, val)): a value that is no key ends the
-// local's list of keys.
+// listWrite records a write into the table held by the local obj (obj[k] =
+// val, table.insert(obj, val)): a value that is no key ends the local's
+// list of keys.
 func (l *linter) listWrite(obj ast.Expr, valIsKey bool) {
-	if id, ok := obj.(*ast.IdentExpr); ok && !valIsKey {
+	if !valIsKey {
+		l.dropList(obj)
+	}
+}
+
+// dropList ends the list of keys of the local e, if it is one: its table
+// is used in a way the walk does not follow.
+func (l *linter) dropList(e ast.Expr) {
+	if id, ok := e.(*ast.IdentExpr); ok {
 		if v := l.lookup(id.Value); v != nil {
 			v.keysList = false
 		}
 	}
+}
+
+// use walks e where a table is only read: the object of an index, the
+// operand of #, an argument of a function of listReaders. A local read
+// there keeps its list of keys; anything else is walked as usual.
+func (l *linter) use(e ast.Expr) {
+	if id, ok := e.(*ast.IdentExpr); ok && l.lookup(id.Value) != nil {
+		l.read(id)
+		return
+	}
+	l.expr(e)
+}
+
+// listReaders are the functions (of Redis's Lua environment) that read a
+// table given to them without keeping it or adding entries other than the
+// ones checked (table.insert's value is).
+var listReaders = map[string]bool{
+	"unpack": true, "ipairs": true, "pairs": true, "next": true, "select": true,
+	"type": true, "tostring": true, "rawget": true, "rawequal": true,
+	"table.concat": true, "table.getn": true, "table.maxn": true,
+	"table.insert": true, "table.remove": true, "table.sort": true,
+	"cjson.encode": true, "cmsgpack.pack": true,
+}
+
+// readerCall reports whether c calls a function of listReaders (the
+// global, not a local of that name).
+func (l *linter) readerCall(c *ast.FuncCallExpr) bool {
+	switch f := c.Func.(type) {
+	case *ast.IdentExpr:
+		return listReaders[f.Value] && l.lookup(f.Value) == nil
+	case *ast.AttrGetExpr:
+		lib, ok := f.Object.(*ast.IdentExpr)
+		k, ok2 := f.Key.(*ast.StringExpr)
+		return ok && ok2 && l.lookup(lib.Value) == nil && listReaders[lib.Value+"."+k.Value]
+	}
+	return false
 }
 
 // fromKeys reports whether e is an entry of KEYS: KEYS[...], a local whose
@@ -759,6 +809,7 @@ func (l *linter) expr(e ast.Expr) {
 	case nil:
 	case *ast.IdentExpr:
 		l.read(e)
+		l.dropList(e) // a table taken as a value: its later use is not followed
 		if l.isGlobal(e, "redis") {
 			l.report(l.identTok[e], e.Line(), RuleNonKeyArgument, Error,
 				"redis taken as a value: the keys of calls made through it cannot be checked; call redis.call or redis.pcall directly")
@@ -799,7 +850,7 @@ func (l *linter) expr(e ast.Expr) {
 				}
 			}
 		}
-		l.expr(e.Object)
+		l.use(e.Object)
 		l.expr(e.Key)
 	case *ast.FuncCallExpr:
 		var callee *lvar
@@ -816,8 +867,13 @@ func (l *linter) expr(e ast.Expr) {
 		} else {
 			l.expr(e.Receiver)
 		}
-		for _, a := range e.Args {
-			l.expr(a)
+		reader := l.readerCall(e)
+		for i, a := range e.Args {
+			if reader || callee != nil && i < len(callee.params) {
+				l.use(a) // a parameter's own uses are followed: see below
+			} else {
+				l.expr(a)
+			}
 		}
 		l.checkCall(e)
 		if fa, ok := e.Func.(*ast.AttrGetExpr); ok && l.isGlobal(fa.Object, "table") && len(e.Args) >= 2 {
@@ -827,6 +883,11 @@ func (l *linter) expr(e ast.Expr) {
 		}
 		if callee != nil && callee.params != nil {
 			l.callArgs(callee, e.Args)
+			for i, p := range callee.params {
+				if i < len(e.Args) && !p.keysList {
+					l.dropList(e.Args[i]) // the function writes or passes on its table
+				}
+			}
 		}
 	case *ast.TableExpr:
 		for _, f := range e.Fields {
@@ -857,7 +918,7 @@ func (l *linter) expr(e ast.Expr) {
 			l.identTok[id] = l.match(id.Value, id.Line(), id.Line())
 			return
 		}
-		l.expr(e.Expr)
+		l.use(e.Expr)
 	}
 }
 
