@@ -335,7 +335,9 @@ func (l *linter) stmt(st ast.Stmt) {
 		}
 		for i, lhs := range st.Lhs {
 			if t, ok := lhs.(*ast.AttrGetExpr); ok {
-				l.listWrite(t.Object, vals[i].keys || vals[i].none) // nil removes an entry
+				if !vals[i].keys && !vals[i].none { // nil removes an entry
+					l.dropList(t.Object)
+				}
 			}
 		}
 
@@ -606,63 +608,69 @@ func (l *linter) isParamTable(id *ast.IdentExpr) bool {
 	return (id.Value == "KEYS" || id.Value == "ARGV") && l.lookup(id.Value) == nil
 }
 
-// isKeysTable reports whether e is the KEYS table or a local that holds it.
-func (l *linter) isKeysTable(e ast.Expr) bool {
+// isKeys reports whether e is the global KEYS, or a local (once assigned)
+// for which flag holds.
+func (l *linter) isKeys(e ast.Expr, flag func(*lvar) bool) bool {
 	id, ok := e.(*ast.IdentExpr)
 	if !ok {
 		return false
 	}
 	if v := l.lookup(id.Value); v != nil {
-		return v.assigned && v.keysTable
+		return v.assigned && flag(v)
 	}
 	return id.Value == "KEYS"
+}
+
+// isKeysTable reports whether e is the KEYS table or a local that holds it.
+func (l *linter) isKeysTable(e ast.Expr) bool {
+	return l.isKeys(e, func(v *lvar) bool { return v.keysTable })
 }
 
 // holdsKeys reports whether every entry of e is a key: e is KEYS, or a
 // local that holds a list of keys (KEYS among them; see lvar.keysList).
 func (l *linter) holdsKeys(e ast.Expr) bool {
-	id, ok := e.(*ast.IdentExpr)
-	if !ok {
-		return false
-	}
-	if v := l.lookup(id.Value); v != nil {
-		return v.assigned && v.keysList
-	}
-	return id.Value == "KEYS"
+	return l.isKeys(e, func(v *lvar) bool { return v.keysList })
 }
 
 // isKeysList reports whether e is a table whose entries are all keys: a
-// table constructor whose every value is a key ({} too), what holdsKeys
-// accepts, or a or b / c and a of those.
+// table constructor whose every value is a key ({} too) or what holdsKeys
+// accepts, in each of e's alternatives.
 func (l *linter) isKeysList(e ast.Expr) bool {
-	switch e := e.(type) {
-	case *ast.TableExpr:
-		for _, f := range e.Fields {
+	for _, alt := range alternatives(e) {
+		t, ok := alt.(*ast.TableExpr)
+		if !ok {
+			if !l.holdsKeys(alt) {
+				return false
+			}
+			continue
+		}
+		for _, f := range t.Fields {
 			if !l.fromKeys(f.Value) {
 				return false
 			}
 		}
-		return true
-	case *ast.LogicalOpExpr:
-		if e.Operator == "and" {
-			return l.isKeysList(e.Rhs)
-		}
-		return e.Operator == "or" && l.isKeysList(e.Lhs) && l.isKeysList(e.Rhs)
 	}
-	return l.holdsKeys(e)
+	return true
 }
 
-// listWrite records a write into the table held by the local obj (obj[k] =
-// val, table.insert(obj, val)): a value that is no key ends the local's
-// list of keys.
-func (l *linter) listWrite(obj ast.Expr, valIsKey bool) {
-	if !valIsKey {
-		l.dropList(obj)
+// alternatives returns the expressions whose value e takes: for a or b,
+// a's and b's; for c and a, a's (or c's false value, which is no key, list
+// or command either); else e itself. So the idiom c and KEYS[1] or KEYS[2]
+// is a key when both entries are.
+func alternatives(e ast.Expr) []ast.Expr {
+	op, ok := e.(*ast.LogicalOpExpr)
+	switch {
+	case !ok:
+		return []ast.Expr{e}
+	case op.Operator == "and":
+		return alternatives(op.Rhs)
 	}
+	return append(alternatives(op.Lhs), alternatives(op.Rhs)...)
 }
 
 // dropList ends the list of keys of the local e, if it is one: its table
-// is used in a way the walk does not follow.
+// is given a value that is no key (e[k] = v, table.insert(e, v)) or used in
+// a way the walk does not follow.
 func (l *linter) dropList(e ast.Expr) {
 	if id, ok := e.(*ast.IdentExpr); ok {
 		if v := l.lookup(id.Value); v != nil {
@@ -707,23 +715,26 @@ func (l *linter) readerCall(c *ast.FuncCallExpr) bool {
 	return false
 }
 
-// fromKeys reports whether e is an entry of KEYS: KEYS[...], a local whose
-// every assignment so far is one, an entry of a list of keys, unpack of
-// such a table, a or b of two of those, or c and a (which is a, or false
-// when c is false: no key either way), so that the idiom c and KEYS[1] or
-// KEYS[2] is one.
+// fromKeys reports whether e is an entry of KEYS in each of its
+// alternatives: KEYS[...], a local whose every assignment so far is one, an
+// entry of a list of keys, or unpack of such a table.
 func (l *linter) fromKeys(e ast.Expr) bool {
+	for _, alt := range alternatives(e) {
+		if !l.isKey(alt) {
+			return false
+		}
+	}
+	return true
+}
+
+// isKey is fromKeys for one alternative.
+func (l *linter) isKey(e ast.Expr) bool {
 	switch e := e.(type) {
 	case *ast.AttrGetExpr:
 		return l.holdsKeys(e.Object)
 	case *ast.IdentExpr:
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.keys
-	case *ast.LogicalOpExpr:
-		if e.Operator == "and" {
-			return l.fromKeys(e.Rhs)
-		}
-		return e.Operator == "or" && l.fromKeys(e.Lhs) && l.fromKeys(e.Rhs)
 	case *ast.FuncCallExpr:
 		return l.isUnpackKeys(e)
 	}
@@ -732,10 +743,22 @@ func (l *linter) fromKeys(e ast.Expr) bool {
 
 // literals reports whether e is always one of a known set of string
 // literals, and which (joined by litSep; empty when nothing is known yet):
-// a literal, a local whose every value is one (when it took several values,
-// only if they are all the same literal), or a and b / a or b of those (c
-// and a is a, or a false value that is no command anyway).
+// each of e's alternatives is a literal or a local whose every value is one
+// (when it took several values, only if they are all the same literal).
 func (l *linter) literals(e ast.Expr) (string, bool) {
+	set := ""
+	for _, alt := range alternatives(e) {
+		lits, ok := l.literal(alt)
+		if !ok {
+			return "", false
+		}
+		set = unionLits(set, lits)
+	}
+	return set, true
+}
+
+// literal is literals for one alternative.
+func (l *linter) literal(e ast.Expr) (string, bool) {
 	switch e := e.(type) {
 	case *ast.StringExpr:
 		if strings.Contains(e.Value, litSep) {
@@ -750,16 +773,6 @@ func (l *linter) literals(e ast.Expr) (string, bool) {
 			return "", false
 		}
 		return v.lits, true
-	case *ast.LogicalOpExpr:
-		if e.Operator == "and" {
-			return l.literals(e.Rhs)
-		}
-		a, ok := l.literals(e.Lhs)
-		if !ok || e.Operator != "or" {
-			return "", false
-		}
-		b, ok := l.literals(e.Rhs)
-		return unionLits(a, b), ok
 	}
 	return "", false
 }
@@ -878,7 +891,9 @@ func (l *linter) expr(e ast.Expr) {
 		l.checkCall(e)
 		if fa, ok := e.Func.(*ast.AttrGetExpr); ok && l.isGlobal(fa.Object, "table") && len(e.Args) >= 2 {
 			if k, ok := fa.Key.(*ast.StringExpr); ok && k.Value == "insert" {
-				l.listWrite(e.Args[0], l.fromKeys(e.Args[len(e.Args)-1]))
+				if !l.fromKeys(e.Args[len(e.Args)-1]) {
+					l.dropList(e.Args[0])
+				}
 			}
 		}
 		if callee != nil && callee.params != nil {
