@@ -70,7 +70,7 @@ type Options struct {
 	// rdb.AutoPipeline() (go-redis 9.22 or later, experimental there),
 	// which sends the calls of concurrent goroutines to Redis together:
 	// with 32 goroutines locking their own locks it raised throughput 1.2
-	// to 1.8 times in this project's benchmarks, while with one goroutine,
+	// to 1.7 times in this project's benchmarks, while with one goroutine,
 	// and when a lock is handed over between waiters, it was slower (see
 	// the README, Benchmarks). It must reach the same Redis deployment as
 	// that client, and must not be a pipeline (redis.Pipeliner).
