@@ -127,8 +127,8 @@ func (e *env) get(workload, library, metric string) agg {
 
 // ---- Redis observation (admin connection) ----
 
-func (e *env) info(ctx context.Context, section string) (map[string]string, error) {
-	s, err := e.admin.Info(ctx, section).Result()
+func (e *env) info(ctx context.Context, sections ...string) (map[string]string, error) {
+	s, err := e.admin.Info(ctx, sections...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +174,10 @@ func (e *env) snap(calls func() int64, withMem bool) snapshot {
 	// commands in a delta are those sent from one snapshot's INFO
 	// commandstats up to the next one's.
 	s.admin = e.adminN.snapshot()
-	info, err := e.info(ctx, "commandstats")
+	// One INFO for both sections (Redis 7), so they describe one moment.
+	info, err := e.info(ctx, "commandstats", "cpu")
 	if err != nil {
-		fatalf("INFO commandstats: %v", err)
+		fatalf("INFO commandstats cpu: %v", err)
 	}
 	s.cmds = map[string]cmdStat{}
 	for k, v := range info {
@@ -196,14 +197,16 @@ func (e *env) snap(calls func() int64, withMem bool) snapshot {
 		}
 		s.cmds[name] = st
 	}
-	cpu, err := e.info(ctx, "cpu")
-	if err != nil {
-		fatalf("INFO cpu: %v", err)
-	}
-	u, _ := strconv.ParseFloat(cpu["used_cpu_user"], 64)
-	sy, _ := strconv.ParseFloat(cpu["used_cpu_sys"], 64)
-	s.cpu = u + sy
+	s.cpu = redisCPU(info)
 	return s
+}
+
+// redisCPU is the server's used_cpu_user + used_cpu_sys from INFO cpu, in
+// seconds.
+func redisCPU(info map[string]string) float64 {
+	u, _ := strconv.ParseFloat(info["used_cpu_user"], 64)
+	s, _ := strconv.ParseFloat(info["used_cpu_sys"], 64)
+	return u + s
 }
 
 // delta is what happened between two snapshots.

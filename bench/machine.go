@@ -45,9 +45,7 @@ func (e *env) sampleLoad() load {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if info, err := e.info(ctx, "cpu"); err == nil {
-		u, _ := strconv.ParseFloat(info["used_cpu_user"], 64)
-		s, _ := strconv.ParseFloat(info["used_cpu_sys"], 64)
-		l.redis = u + s
+		l.redis = redisCPU(info)
 	} else {
 		l.ok = false
 	}

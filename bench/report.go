@@ -472,32 +472,28 @@ func (e *env) targets() []verdict {
 	// 1. Uncontended.
 	for _, g := range e.cfg.uncGoroutines {
 		wl := uncontendedWorkload(g)
-		lu := e.med(wl, libLualock, "ops_per_s")
 		ping := e.med(wl, libPing, "ops_per_s")
 		peer, best := e.bestPeer(wl, "ops_per_s", uncontendedVariants(), true)
-		r := lu / ping
-		out = append(out, verdict{
-			target: fmt.Sprintf("uncontended lock+unlock, %d goroutine(s): ≥ 0.45 × PING/s", g),
-			result: fmt.Sprintf("lualock %s ops/s = %s PING/s (%s)%s", num(lu), ratio(lu, ping), num(ping), e.errMark(wl, libLualock)),
-			met:    r >= 0.45, known: !math.IsNaN(r),
-		})
-		out = append(out, verdict{
-			target: fmt.Sprintf("uncontended, %d goroutine(s): at least as fast as the fastest peer", g),
-			result: fmt.Sprintf("lualock %s ops/s vs %s %s ops/s (%s)%s", num(lu), peer, num(best), ratio(lu, best), e.errMark(wl, libLualock)),
-			met:    lu >= best, known: !math.IsNaN(lu) && !math.IsNaN(best),
-		})
 		// The same two targets for lualock with its scripts sent by
-		// go-redis's auto-pipeliner (an option, not the default).
-		ap := e.med(wl, libLualockAP, "ops_per_s")
-		if !math.IsNaN(ap) {
+		// go-redis's auto-pipeliner (an option, not the default), when
+		// that row ran.
+		for _, row := range []struct{ lib, with string }{
+			{libLualock, ""},
+			{libLualockAP, ", with Options.Scripter = AutoPipeline"},
+		} {
+			lu := e.med(wl, row.lib, "ops_per_s")
+			if row.lib != libLualock && math.IsNaN(lu) {
+				continue
+			}
+			r := lu / ping
 			out = append(out, verdict{
-				target: fmt.Sprintf("uncontended, %d goroutine(s), with Options.Scripter = AutoPipeline: ≥ 0.45 × PING/s", g),
-				result: fmt.Sprintf("%s %s ops/s = %s PING/s%s", libLualockAP, num(ap), ratio(ap, ping), e.errMark(wl, libLualockAP)),
-				met:    ap/ping >= 0.45, known: !math.IsNaN(ping),
+				target: fmt.Sprintf("uncontended lock+unlock, %d goroutine(s)%s: ≥ 0.45 × PING/s", g, row.with),
+				result: fmt.Sprintf("%s %s ops/s = %s PING/s (%s)%s", row.lib, num(lu), ratio(lu, ping), num(ping), e.errMark(wl, row.lib)),
+				met:    r >= 0.45, known: !math.IsNaN(r),
 			}, verdict{
-				target: fmt.Sprintf("uncontended, %d goroutine(s), with Options.Scripter = AutoPipeline: at least as fast as the fastest peer", g),
-				result: fmt.Sprintf("%s %s ops/s vs %s %s ops/s (%s)%s", libLualockAP, num(ap), peer, num(best), ratio(ap, best), e.errMark(wl, libLualockAP)),
-				met:    ap >= best, known: !math.IsNaN(best),
+				target: fmt.Sprintf("uncontended, %d goroutine(s)%s: at least as fast as the fastest peer", g, row.with),
+				result: fmt.Sprintf("%s %s ops/s vs %s %s ops/s (%s)%s", row.lib, num(lu), peer, num(best), ratio(lu, best), e.errMark(wl, row.lib)),
+				met:    lu >= best, known: !math.IsNaN(lu) && !math.IsNaN(best),
 			})
 		}
 	}

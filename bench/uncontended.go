@@ -86,7 +86,7 @@ func (e *env) uncontended(v variant, g int) {
 	wg.Wait()
 	s1 := e.snap(inst.calls, true)
 	stopWatch()
-	left := e.countKeys(fmt.Sprintf("*lb:%s:%s:*", e.runID, tok))
+	left := e.countKeys(e.keyPattern() + tok + ":*")
 	d := diff(s0, s1)
 
 	var lat []time.Duration
