@@ -148,10 +148,10 @@ func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 }
 
 // failScript fails the EVALSHA calls of one script without sending them,
-// while armed: with io.EOF an outcome the client cannot know, with a
-// redisReplyErr a server that refuses the call. When field is set, only the
-// calls whose ARGV[2] (the owner field of the acquire and release scripts)
-// is field fail.
+// while armed: with io.EOF an outcome the client cannot know, with a Redis
+// error reply (scRedisErr) a server that refuses the call. When field is
+// set, only the calls whose ARGV[2] (the owner field of the acquire and
+// release scripts) is field fail.
 type failScript struct {
 	passHook
 	sha   string
@@ -183,10 +183,3 @@ func (h *failScript) matches(args []any) bool {
 	field := 3 + numKeys + 1 // ARGV[2]
 	return err == nil && field < len(args) && fmt.Sprint(args[field]) == h.field
 }
-
-// redisReplyErr is a Redis reply error (a redis.Error), which is not
-// transient.
-type redisReplyErr string
-
-func (e redisReplyErr) Error() string { return string(e) }
-func (redisReplyErr) RedisError()     {}

@@ -106,20 +106,20 @@ func ftWindDown(t *testing.T, rdb redis.UniversalClient, k ftNames, holder strin
 	}
 }
 
-// ftMessaged returns the owner fields whose waiter channel sub received a
-// message on within d, in order.
-func ftMessaged(sub *redis.PubSub, k ftNames, d time.Duration) []string {
+// ftWoken returns, in order, the owner fields whose waiter channel sub has
+// received a message on so far. sub must also be subscribed to the
+// barrier waiter channel (see scMessages: no sleeping).
+func ftWoken(t *testing.T, rdb redis.UniversalClient, sub *redis.PubSub, k ftNames) []string {
+	t.Helper()
 	var got []string
-	timeout := time.After(d)
-	for {
-		select {
-		case m := <-sub.Channel():
-			got = append(got, strings.TrimPrefix(m.Channel, k.channel+":"))
-		case <-timeout:
-			return got
-		}
+	for _, m := range scMessages(t, rdb, sub, false, k.waiterChannel(ftBarrier)) {
+		got = append(got, strings.TrimSuffix(strings.TrimPrefix(m, k.channel+":"), "=0"))
 	}
+	return got
 }
+
+// ftBarrier is the owner field whose waiter channel ftWoken's barrier uses.
+const ftBarrier = "barrier"
 
 // ftSnap is the queue and the deadlines of a fair lock read in one MULTI.
 type ftSnap struct {
@@ -1145,10 +1145,12 @@ func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
 		k := ftKeysOf(name)
 		c := ftClient(t, rdb, lualock.Options{FairWait: 10 * time.Second})
 		holder := c.NewFairLock(name)
-		if err := holder.Lock(ctx); err != nil {
-			t.Fatalf("holder Lock: %v", err)
+		// A fixed lease: a watchdog renewal between the waiters' calls
+		// would move the deadlines this test compares.
+		if err := holder.LockLease(ctx, time.Minute); err != nil {
+			t.Fatalf("holder LockLease: %v", err)
 		}
-		hook := &failScript{sha: generated.FairAcquireSHA1, err: redisReplyErr("ERR injected: the server refused the call")}
+		hook := &failScript{sha: generated.FairAcquireSHA1, err: scRedisErr("ERR injected: the server refused the call")}
 		fc := ftClient(t, lkHooked(t, rdb, hook), lualock.Options{FairWait: 10 * time.Second})
 		failing := fc.NewFairLock(name)
 		failed := make(chan error, 1)
@@ -2060,17 +2062,11 @@ func TestFairLeave_wakesFirstLiveWaiter(t *testing.T) {
 		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		sub := rdb.Subscribe(ctx, k.waiterChannel("stale"), k.waiterChannel("live"))
-		defer sub.Close()
-		for range 2 {
-			if _, err := sub.Receive(ctx); err != nil { // the confirmations
-				t.Fatalf("SUBSCRIBE: %v", err)
-			}
-		}
+		sub := scSubscribe(t, rdb, false, k.waiterChannel("stale"), k.waiterChannel("live"), k.waiterChannel(ftBarrier))
 		if ok, err := ftLeave(ctx, rdb, k, "leaver", wait); err != nil || !ok {
 			t.Fatalf("leaver leaves = %v, %v", ok, err)
 		}
-		got := ftMessaged(sub, k, 300*time.Millisecond)
+		got := ftWoken(t, rdb, sub, k)
 		if want := []string{"live"}; !slices.Equal(got, want) {
 			t.Errorf("messages after the head left: %q, want %q (the first live waiter)", got, want)
 		}
@@ -2100,14 +2096,7 @@ func TestFairAcquire_noSelfWake(t *testing.T) {
 				t.Fatalf("%s: %v", f, err)
 			}
 		}
-		sub := rdb.Subscribe(ctx, k.channel+":me", k.channel+":other")
-		defer sub.Close()
-		if _, err := sub.Receive(ctx); err != nil { // first confirmation
-			t.Fatal(err)
-		}
-		if _, err := sub.Receive(ctx); err != nil { // second confirmation
-			t.Fatal(err)
-		}
+		sub := scSubscribe(t, rdb, false, k.waiterChannel("me"), k.waiterChannel("other"), k.waiterChannel(ftBarrier))
 		past := float64(time.Now().UnixMilli() - 1_000)
 		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: past, Member: "dead"}, redis.Z{Score: past, Member: "dead2"}).Err(); err != nil {
 			t.Fatal(err)
@@ -2130,7 +2119,7 @@ func TestFairAcquire_noSelfWake(t *testing.T) {
 		if r, err := ftAcquire(ctx, rdb, k, "late", lease, wait); err != nil || r == nil {
 			t.Fatalf("late queues = %v, %v", ftPtr(r), err)
 		}
-		got := ftMessaged(sub, k, 300*time.Millisecond)
+		got := ftWoken(t, rdb, sub, k)
 		// "me" was woken once, by the release (it was the head then);
 		// "other" when the call of "late" purged "dead2" ahead of it.
 		if want := []string{"me", "other"}; !slices.Equal(got, want) {
