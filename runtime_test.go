@@ -170,34 +170,37 @@ func TestLock_Lock_watchdogBatches(t *testing.T) {
 	f.mu.Lock()
 	before := len(f.pipelines)
 	f.mu.Unlock()
-	time.Sleep(1300 * time.Millisecond) // four renewal periods
-	f.mu.Lock()
-	var rounds []int
-	for _, p := range f.pipelines[before:] {
-		n := 0
-		for _, sha := range p {
-			if sha == generated.LockRenewSHA1 {
-				n++
+	rounds := func() []int { // renewal calls per round since before
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var out []int
+		for _, p := range f.pipelines[before:] {
+			n := 0
+			for _, sha := range p {
+				if sha == generated.LockRenewSHA1 {
+					n++
+				}
+			}
+			if n > 0 {
+				out = append(out, n)
 			}
 		}
-		if n > 0 {
-			rounds = append(rounds, n)
-		}
+		return out
 	}
-	single := f.calls[generated.LockRenewSHA1]
-	f.mu.Unlock()
-	if len(rounds) < 3 {
-		t.Fatalf("%d renewal rounds in 1.3s with a 300ms period, want at least 3", len(rounds))
-	}
-	for i, n := range rounds[1:] {
+	waitUntil(t, func() bool { return len(rounds()) >= 3 }) // every 300ms
+	got := rounds()
+	for i, n := range got[1:] {
 		if want := (locks + batch - 1) / batch; n != want {
 			t.Errorf("round %d sent %d renewal calls for %d locks, want %d", i+1, n, locks, want)
 		}
 	}
+	f.mu.Lock()
+	single := f.calls[generated.LockRenewSHA1]
+	f.mu.Unlock()
 	if single != 0 {
 		t.Errorf("%d renewal calls outside a round's pipeline", single)
 	}
-	t.Logf("%d locks, batches of %d: renewal calls per round %v", locks, batch, rounds)
+	t.Logf("%d locks, batches of %d: renewal calls per round %v", locks, batch, got)
 	for _, l := range held {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)

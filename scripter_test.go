@@ -3,7 +3,6 @@ package lualock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -59,39 +58,6 @@ func scName(sha string) string {
 	return "unknown " + sha
 }
 
-// scEvalHook counts, by script name, the EVALSHA and EVALSHA_RO commands
-// that go through the client it is added to.
-type scEvalHook struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (h *scEvalHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scEvalHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.see(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scEvalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.see(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *scEvalHook) see(cmd redis.Cmder) {
-	if a := cmd.Args(); len(a) > 1 && strings.HasPrefix(strings.ToLower(fmt.Sprint(a[0])), "evalsha") {
-		h.mu.Lock()
-		h.calls[scName(fmt.Sprint(a[1]))]++
-		h.mu.Unlock()
-	}
-}
-
 func TestOptions_New_scripterInvalid(t *testing.T) {
 	mr, rdb := lkMini(t)
 	before := lkSnapshot(mr)
@@ -120,12 +86,13 @@ func TestOptions_New_scripterAutoPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AutoPipeline: %v", err)
 	}
+	// Counted on their way into the auto-pipeliner, which sends them.
+	sc := &scCounter{Scripter: ap, calls: map[string]int{}}
 	before := lkSnapshot(mr)
-	c := lkClient(t, rdb, lualock.Options{Scripter: ap})
+	c := lkClient(t, rdb, lualock.Options{Scripter: sc})
 	if after := lkSnapshot(mr); after != before {
 		t.Errorf("New sent %d commands, want none", after.commands-before.commands)
 	}
-	// The auto-pipeliner runs the scripts.
 	l := c.NewLock("scripter-ap")
 	if err := l.LockLease(t.Context(), time.Second); err != nil {
 		t.Fatalf("LockLease: %v", err)
@@ -136,6 +103,12 @@ func TestOptions_New_scripterAutoPipeline(t *testing.T) {
 	if err := l.Unlock(t.Context()); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
+	calls := sc.snapshot()
+	for _, s := range []string{"lock_acquire", "lock_status", "lock_release"} {
+		if calls[s] == 0 {
+			t.Errorf("%s never ran through the auto-pipeliner (calls %v)", s, calls)
+		}
+	}
 }
 
 // TestClient_Scripter_runsEveryLockScript checks that with Options.Scripter
@@ -145,7 +118,7 @@ func TestOptions_New_scripterAutoPipeline(t *testing.T) {
 func TestClient_Scripter_runsEveryLockScript(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
-	hook := &scEvalHook{calls: map[string]int{}}
+	hook := &rtFaults{}
 	rdb.AddHook(hook)
 	other := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = other.Close() })
@@ -174,11 +147,7 @@ func TestClient_Scripter_runsEveryLockScript(t *testing.T) {
 			// b waits; a's last Unlock wakes it.
 			got := make(chan error, 1)
 			go func() { got <- b.TryLockLease(ctx, 5*time.Second, 10*time.Second) }()
-			for deadline := time.Now().Add(5 * time.Second); c.Stats().Waiters == 0; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the second handle never waited")
-				}
-			}
+			waitUntil(t, func() bool { return c.Stats().Waiters > 0 }) // the second handle waits
 			for range 2 {
 				if err := a.Unlock(ctx); err != nil {
 					t.Fatalf("Unlock: %v", err)
@@ -213,9 +182,16 @@ func TestClient_Scripter_runsEveryLockScript(t *testing.T) {
 	}
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
-	for s, n := range hook.calls {
-		if s != "lock_renew" {
-			t.Errorf("%s ran %d times through the redis client given to New, want 0 with a Scripter", s, n)
+	for sha, n := range hook.calls {
+		if sha != "" { // not a script
+			t.Errorf("%s ran %d times through the redis client given to New, want 0 with a Scripter", scName(sha), n)
+		}
+	}
+	for _, p := range hook.pipelines {
+		for _, sha := range p {
+			if sha != "" {
+				t.Errorf("%s ran in a pipeline of the redis client given to New, want 0 with a Scripter", scName(sha))
+			}
 		}
 	}
 }
