@@ -19,20 +19,15 @@ import (
 
 // apScripter returns rdb's auto-pipeliner. It belongs to rdb, which stops
 // it when the test's cleanup closes rdb.
-func apScripter(t *testing.T, rdb redis.UniversalClient) redis.Scripter {
+func apScripter(t testing.TB, rdb redis.UniversalClient) redis.Scripter {
 	t.Helper()
-	var (
-		ap  *redis.AutoPipeliner
-		err error
-	)
-	switch c := rdb.(type) {
-	case *redis.Client:
-		ap, err = c.AutoPipeline()
-	case *redis.ClusterClient:
-		ap, err = c.AutoPipeline()
-	default:
+	c, ok := rdb.(interface {
+		AutoPipeline() (*redis.AutoPipeliner, error)
+	})
+	if !ok {
 		t.Fatalf("no auto-pipeliner for %T", rdb)
 	}
+	ap, err := c.AutoPipeline()
 	if err != nil {
 		t.Fatalf("AutoPipeline: %v", err)
 	}
@@ -49,7 +44,9 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		ctx := t.Context()
-		c := lkNew(t, rdb, lualock.Options{Scripter: apScripter(t, rdb), UnlockLatch: 200 * time.Millisecond})
+		// Counted on their way into the auto-pipeliner, which sends them.
+		sc := &scScripter{Scripter: apScripter(t, rdb)}
+		c := lkNew(t, rdb, lualock.Options{Scripter: sc, UnlockLatch: 200 * time.Millisecond})
 		const workers, names = 16, 4
 		n := 40
 		if b.name == "miniredis" {
@@ -98,6 +95,11 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 						inside[k].Store(false)
 						if bad != "" {
 							failures <- bad
+							for range 2 { // leave the name to the others
+								if l.Unlock(ctx) != nil {
+									break
+								}
+							}
 							return
 						}
 						if err := l.Unlock(ctx); err != nil {
@@ -137,5 +139,9 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 			t.Fatalf("Unlock: %v", err)
 		}
 		lkNoKeys(t, rdb, name)
+		// Two acquisitions and two releases per round, for both kinds.
+		if calls, want := sc.count("evalsha"), 2*workers*n*4; calls < want {
+			t.Errorf("%d script calls through the auto-pipeliner, want at least the %d of the rounds", calls, want)
+		}
 	})
 }

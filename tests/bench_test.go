@@ -38,11 +38,7 @@ func benchClientOpts(b *testing.B, autoPipeline bool) (redis.UniversalClient, *l
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 64})
 	var opts lualock.Options
 	if autoPipeline {
-		ap, err := rdb.AutoPipeline()
-		if err != nil {
-			b.Fatal(err)
-		}
-		opts.Scripter = ap
+		opts.Scripter = apScripter(b, rdb)
 	}
 	c, err := lualock.New(rdb, opts)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1621,7 +1622,8 @@ func TestLock_Lock_settlesUnlockPastLatch(t *testing.T) {
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
 		}
-		time.Sleep(300 * time.Millisecond) // inside the outer hold, past the latch
+		// Inside the outer hold, past the latch: its key is gone.
+		waitFor(t, func() bool { return slices.Equal(keysLeft(t, rdb, name, true), []string{name}) })
 		if err := l.Lock(ctx); err != nil {
 			t.Fatalf("re-entry after the lost Unlock: %v", err)
 		}

@@ -222,6 +222,9 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 			srv = n.Client()
 		}
 	}
+	if srv == nil {
+		t.Fatalf("no node of the cluster at %s", node)
+	}
 	defer srv.Close()
 	killed := 0
 	for _, line := range strings.Split(srv.ClientList(ctx).Val(), "\n") {
