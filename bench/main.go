@@ -213,14 +213,22 @@ func main() {
 	}
 }
 
-// exitStatus is the bench's exit status once the report is written: 3,
-// said loudly, when the overlap detector fired in any run.
+// quickBudget is how long a -quick run may take: CI runs it as a smoke test.
+const quickBudget = 2 * time.Minute
+
+// exitStatus is the bench's exit status once the report is written, said
+// loudly when not 0: 3 when the overlap detector fired in any run, 5 when a
+// -quick run took longer than quickBudget.
 func (e *env) exitStatus() int {
-	if len(e.overlaps) == 0 {
-		return 0
+	switch {
+	case len(e.overlaps) > 0:
+		fmt.Fprintf(os.Stderr, "\nbench: FAILED: the overlap detector fired in %d run(s); see the top of REPORT.md\n", len(e.overlaps))
+		return 3
+	case e.cfg.quick && e.elapsed > quickBudget:
+		fmt.Fprintf(os.Stderr, "\nbench: FAILED: the -quick run took %v, more than its %v budget\n", e.elapsed.Round(time.Second), quickBudget)
+		return 5
 	}
-	fmt.Fprintf(os.Stderr, "\nbench: FAILED: the overlap detector fired in %d run(s); see the top of REPORT.md\n", len(e.overlaps))
-	return 3
+	return 0
 }
 
 // isBenchDir reports whether dir is this module's directory, where the

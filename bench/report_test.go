@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // testEnv is an env with no Redis: enough to record samples and report.
@@ -48,6 +49,23 @@ func TestCheck_overlap(t *testing.T) {
 	}
 	if got := e.exitStatus(); got != 3 {
 		t.Errorf("exit status %d, want 3", got)
+	}
+}
+
+// TestExitStatus_quickBudget: a -quick run that overruns its budget fails.
+func TestExitStatus_quickBudget(t *testing.T) {
+	e := testEnv(config{quick: true})
+	e.elapsed = quickBudget - time.Second
+	if got := e.exitStatus(); got != 0 {
+		t.Errorf("quick run within its budget: exit status %d, want 0", got)
+	}
+	e.elapsed = quickBudget + time.Second
+	if got := e.exitStatus(); got != 5 {
+		t.Errorf("quick run over its budget: exit status %d, want 5", got)
+	}
+	e.cfg.quick = false
+	if got := e.exitStatus(); got != 0 {
+		t.Errorf("full run: exit status %d, want 0 (no budget)", got)
 	}
 }
 
