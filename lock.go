@@ -111,7 +111,8 @@ func (l *Lock) Name() string { return l.name }
 // Lock blocks until the handle holds the lock or ctx ends. The watchdog
 // renews the hold until the last Unlock.
 //
-// It returns ErrInvalid for a bad name, ErrClosed after Client.Close, an
+// It returns ErrInvalid for a nil ctx or a bad name, ErrClosed after
+// Client.Close, an
 // error wrapping ctx's error when ctx ends first, ErrLockLost when this
 // handle's current hold was lost, or a non-transient Redis error. Transient
 // Redis errors, connection refused among them, are retried with backoff
@@ -166,8 +167,12 @@ func checkWait(wait time.Duration) error {
 	return nil
 }
 
-// usable returns the error of a handle that cannot reach Redis.
-func (l *Lock) usable() error {
+// usable returns the error of a call with ctx on a handle that cannot
+// reach Redis: a nil ctx and a bad name are ErrInvalid.
+func (l *Lock) usable(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context (lock %q)", ErrInvalid, l.name)
+	}
 	if l.invalid != nil {
 		return l.invalid
 	}
@@ -180,7 +185,7 @@ func (l *Lock) usable() error {
 // acquire takes the lock, waiting up to wait (forever when negative), with
 // a fixed lease or, when lease is 0, the watchdog.
 func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -562,7 +567,7 @@ func (l *Lock) finish(cause error) {
 // releasing a second hold; so does the handle's next Lock, before it
 // re-enters.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
 	if err := l.op.lock(ctx); err != nil {
@@ -677,7 +682,7 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 // another call of this handle holds it up until ctx ends, or the Redis
 // error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return false, err
 	}
 	if err := l.op.lock(ctx); err != nil {
@@ -716,7 +721,7 @@ type Status struct {
 // Status reads the lock's state in one round trip (EVALSHA_RO). It returns
 // ErrInvalid, ErrClosed or the Redis error.
 func (l *Lock) Status(ctx context.Context) (Status, error) {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return Status{}, err
 	}
 	st, err := generated.LockStatus(ctx, l.c.scripts, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})

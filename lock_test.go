@@ -849,3 +849,44 @@ func TestLock_LockLease_afterRenewalInFlight(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 }
+
+// TestLock_Lock_nilContext: every method that takes a context returns
+// ErrInvalid for a nil one, without a panic and without reaching Redis, on
+// reentrant and fair locks, held or not.
+func TestLock_Lock_nilContext(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := lkMini(t)
+	c := lkClient(t, rdb, lualock.Options{})
+	for _, kind := range []struct {
+		name string
+		new  func(string) *lualock.Lock
+	}{{"reentrant", c.NewLock}, {"fair", c.NewFairLock}} {
+		for _, held := range []bool{false, true} {
+			l := kind.new("nil-ctx-" + kind.name)
+			if held {
+				if err := l.Lock(ctx); err != nil {
+					t.Fatalf("%s: Lock: %v", kind.name, err)
+				}
+			}
+			before := lkSnapshot(mr)
+			//lint:ignore SA1012 a nil context is the bad input under test
+			for call, err := range lkCalls(nil, l) {
+				if !errors.Is(err, lualock.ErrInvalid) {
+					t.Errorf("%s (held %v): %s(nil) = %v, want ErrInvalid", kind.name, held, call, err)
+				}
+			}
+			if after := lkSnapshot(mr); after != before {
+				t.Errorf("%s (held %v): calls with a nil context reached Redis: %d commands, data %q -> %q",
+					kind.name, held, after.commands-before.commands, before.dump, after.dump)
+			}
+			if held {
+				if n, err := l.HoldCount(ctx); err != nil || n != 1 {
+					t.Errorf("%s: HoldCount after the nil-context calls = %d, %v; want 1", kind.name, n, err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("%s: Unlock: %v", kind.name, err)
+				}
+			}
+		}
+	}
+}
