@@ -112,8 +112,7 @@ func (l *Lock) Name() string { return l.name }
 // renews the hold until the last Unlock.
 //
 // It returns ErrInvalid for a nil ctx or a bad name, ErrClosed after
-// Client.Close, an
-// error wrapping ctx's error when ctx ends first, ErrLockLost when this
+// Client.Close, an error wrapping ctx's error when ctx ends first, ErrLockLost when this
 // handle's current hold was lost, or a non-transient Redis error. Transient
 // Redis errors, connection refused among them, are retried with backoff
 // until ctx ends: give ctx a deadline to bound a wait on an unreachable
@@ -558,23 +557,50 @@ func (l *Lock) finish(cause error) {
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.
 //
-// It returns ErrNotHeld when the handle holds nothing (never locked, already
-// unlocked, or its fixed lease ran out), ErrLockLost for each hold of a hold
-// that was lost (a hold under the watchdog found gone at Unlock was lost
-// too: taken away before a renewal noticed), ErrClosed after Client.Close,
-// or the Redis error. After a Redis error the outcome is unknown: calling
-// Unlock again is safe, it replays the first call's outcome instead of
-// releasing a second hold; so does the handle's next Lock, before it
-// re-enters.
+// Unlock works with a ctx that has already ended, as in a deferred Unlock
+// at the end of a request whose context is done: the release is then sent
+// under a short context of its own (context.WithoutCancel(ctx), 2s), and
+// when it ends the last hold the watchdog stops renewing the lock at once,
+// before the release is sent. If ctx ends while Unlock waits for Redis, the
+// release is sent again the same way (a resend replays the first one's
+// outcome, see Options.UnlockLatch). When even that release gets no answer,
+// the hold ends anyway for a last hold: Unlock returns an error wrapping the
+// Redis error that says the release was not confirmed and that the lock
+// expires within its lease (nothing renews it any more), and the hold's
+// Context ends with ErrNotHeld. Unlock on a handle whose other call (a Lock
+// of another goroutine) holds it up waits for that call until ctx ends, or
+// up to that same 2s when ctx had already ended.
+//
+// It returns ErrInvalid for a nil ctx, ErrNotHeld when the handle holds
+// nothing (never locked, already unlocked, or its fixed lease ran out),
+// ErrLockLost for each hold of a hold that was lost (a hold under the
+// watchdog found gone at Unlock was lost too: taken away before a renewal
+// noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
+// error with a live ctx, and for a hold that is not the last, the outcome
+// is unknown: calling Unlock again is safe, it replays the first call's
+// outcome instead of releasing a second hold; so does the handle's next
+// Lock, before it re-enters.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.usable(ctx); err != nil {
 		return err
 	}
-	if err := l.op.lock(ctx); err != nil {
+	octx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		octx, cancel = detached(ctx)
+		defer cancel()
+	}
+	if err := l.op.lock(octx); err != nil {
 		return l.errorf("unlock", err)
 	}
 	defer l.op.unlock()
 	return l.unlock(ctx)
+}
+
+// detached is the short context of a clean-up that must run after ctx
+// ended.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 }
 
 // unlock is Unlock under the handle's op lock.
@@ -593,17 +619,37 @@ func (l *Lock) unlock(ctx context.Context) error {
 		l.mu.Unlock()
 		return l.errorf("unlock", err)
 	}
+	lease, watched, holds := l.lease, l.watched, l.holds
+	ended := ctx.Err() != nil
+	if ended && holds == 1 && watched {
+		// The caller is gone: whatever the release's fate, nothing renews
+		// the lock any more, so it expires within one lease at worst.
+		l.watched = false
+		l.c.wd.remove(l)
+	}
 	if l.unlockReq == "" {
 		l.unlockReq = l.latchKey()
 	}
-	lease, latch, start, watched, holds := l.lease, l.unlockReq, time.Now(), l.watched, l.holds
+	latch, start := l.unlockReq, time.Now()
 	// The watchdog keeps renewing during the release. A renewal racing the
 	// last release finds the lock gone: such a loss waits for the release's
 	// outcome, which decides whether it stands (Redisson #7272).
 	l.releasing = true
 	l.mu.Unlock()
 
-	res, err := l.runRelease(ctx, lease, latch, holds)
+	var res *int64
+	var err error
+	if !ended {
+		res, err = l.runRelease(ctx, lease, latch, holds)
+	}
+	if ended || (err != nil && ctx.Err() != nil) {
+		// ctx ended before or during the call: send the release (again,
+		// replayed by its latch) under a context of its own.
+		rctx, cancel := detached(ctx)
+		res, err = l.runRelease(rctx, lease, latch, holds)
+		cancel()
+		ended = true
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releasing = false
@@ -613,6 +659,14 @@ func (l *Lock) unlock(ctx context.Context) error {
 		if lostMeanwhile != nil && l.lost == nil {
 			l.lost = lostMeanwhile
 			l.finish(lostMeanwhile)
+			return l.errorf("unlock", err)
+		}
+		if ended && holds == 1 {
+			// Nobody will call again: end the hold here. Its renewal
+			// stops, so the lock is gone within its lease at worst.
+			l.holds = 0
+			l.finish(fmt.Errorf("%w: unlocked after its context ended; the release was not confirmed", ErrNotHeld))
+			return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", l.name, err, lease)
 		}
 		return l.errorf("unlock", err)
 	}

@@ -1,0 +1,142 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
+)
+
+// Scenarios of issue 10: Unlock with a context that has ended, and the
+// unlock latch. Helpers of this file start with rl.
+
+// rlKinds are the two lock kinds, made by a client.
+var rlKinds = []struct {
+	name    string
+	new     func(c *lualock.Client, name string) *lualock.Lock
+	release string // SHA1 of the kind's release script
+}{
+	{"reentrant", (*lualock.Client).NewLock, generated.LockReleaseSHA1},
+	{"fair", (*lualock.Client).NewFairLock, generated.FairReleaseSHA1},
+}
+
+// TestLock_Unlock_endedContext is the README's own pattern in an HTTP
+// handler whose request context ends: WatchdogLease 1.5s, a ctx with a
+// 300ms timeout, Lock(ctx), the ctx runs out, Unlock(ctx). The Unlock
+// releases the lock (another owner gets it at once) and returns nil; the
+// same with a ctx cancelled before Unlock is called.
+func TestLock_Unlock_endedContext(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		c := lkNew(t, rdb, lualock.Options{WatchdogLease: 1500 * time.Millisecond})
+		otherC := lkNew(t, rdb, lualock.Options{})
+		for _, kind := range rlKinds {
+			for _, how := range []string{"timed out", "cancelled"} {
+				t.Run(kind.name+"/"+how, func(t *testing.T) {
+					name := uniqueName(t)
+					l := kind.new(c, name)
+					var ctx context.Context
+					var cancel context.CancelFunc
+					if how == "timed out" {
+						ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+					} else {
+						ctx, cancel = context.WithCancel(context.Background())
+					}
+					defer cancel()
+					if err := l.Lock(ctx); err != nil {
+						t.Fatalf("Lock: %v", err)
+					}
+					hold := l.Context()
+					if how == "timed out" {
+						<-ctx.Done()
+						time.Sleep(100 * time.Millisecond) // 400ms after the Lock, as in the issue
+					} else {
+						cancel()
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Fatalf("Unlock with a %s ctx = %v, want nil", how, err)
+					}
+					select {
+					case <-hold.Done():
+					default:
+						t.Fatal("the hold's Context is still live after Unlock")
+					}
+					if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrNotHeld) {
+						t.Errorf("cause = %v, want ErrNotHeld", cause)
+					}
+					other := kind.new(otherC, name)
+					if err := other.TryLock(context.Background(), 0); err != nil {
+						t.Fatalf("another owner's TryLock after the Unlock = %v, want the lock", err)
+					}
+					if err := other.Unlock(context.Background()); err != nil {
+						t.Fatalf("other's Unlock: %v", err)
+					}
+					if err := l.Unlock(context.Background()); !errors.Is(err, lualock.ErrNotHeld) {
+						t.Errorf("a second Unlock = %v, want ErrNotHeld", err)
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestLock_Unlock_endedContextUnconfirmed: with a ctx that has ended, the
+// release gets no answer (its every send fails as a lost connection).
+// Unlock still ends the hold: it returns an error that says the lock
+// expires within its lease, the hold's Context ends, the watchdog renews
+// it no more, and another owner gets it within one lease.
+func TestLock_Unlock_endedContextUnconfirmed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		const lease = 600 * time.Millisecond
+		for _, kind := range rlKinds {
+			t.Run(kind.name, func(t *testing.T) {
+				drop := &failScript{sha: kind.release, err: io.EOF}
+				c := lkNew(t, lkHooked(t, rdb, drop), lualock.Options{WatchdogLease: lease})
+				name := uniqueName(t)
+				l := kind.new(c, name)
+				ctx, cancel := context.WithCancel(context.Background())
+				if err := l.Lock(ctx); err != nil {
+					t.Fatalf("Lock: %v", err)
+				}
+				hold := l.Context()
+				cancel()
+				drop.armed.Store(true)
+				err := l.Unlock(ctx)
+				drop.armed.Store(false)
+				if err == nil || !strings.Contains(err.Error(), "expires within its lease") || !errors.Is(err, io.EOF) {
+					t.Fatalf("Unlock with no answer = %v, want an error wrapping io.EOF that says the lock expires within its lease", err)
+				}
+				if drop.hits.Load() == 0 {
+					t.Fatal("the release was never sent")
+				}
+				select {
+				case <-hold.Done():
+				default:
+					t.Fatal("the hold's Context is still live")
+				}
+				start := time.Now()
+				other := kind.new(lkNew(t, rdb, lualock.Options{}), name)
+				if err := other.TryLock(context.Background(), 3*lease); err != nil {
+					t.Fatalf("another owner's TryLock(%v) = %v: the watchdog still renews the lock", 3*lease, err)
+				}
+				if waited := time.Since(start); waited > lease+200*time.Millisecond {
+					t.Errorf("another owner waited %v, want within the lease (%v) + slack", waited, lease)
+				}
+				if err := other.Unlock(context.Background()); err != nil {
+					t.Fatalf("other's Unlock: %v", err)
+				}
+				if err := l.Unlock(context.Background()); !errors.Is(err, lualock.ErrNotHeld) {
+					t.Errorf("a second Unlock = %v, want ErrNotHeld", err)
+				}
+			})
+		}
+	})
+}
