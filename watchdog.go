@@ -14,7 +14,8 @@ import (
 
 // watchdog renews the lease of every watched hold of a client, every
 // WatchdogLease/3, in one script call per batch of locks (per cluster slot
-// on a cluster), all batches in one pipeline. A lock the
+// on a cluster), all batches in one pipeline (on a cluster, one pipeline per
+// primary, sent independently). A lock the
 // script reports gone is lost. When renewals fail (Redis unreachable) it
 // retries sooner, and reports a hold lost once its last renewed lease would
 // have run out.
@@ -188,6 +189,22 @@ func (w *watchdog) untilExpiry() time.Duration {
 	return left
 }
 
+// untilExpiryOf is untilExpiry among the holds of batches.
+func (w *watchdog) untilExpiryOf(batches []*batch) time.Duration {
+	lease := w.c.cfg.WatchdogLease
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	left := lease
+	for _, b := range batches {
+		for i, l := range b.locks {
+			if e, ok := w.entries[l]; ok && e.gen == b.gens[i] {
+				left = min(left, lease-time.Since(e.renewed))
+			}
+		}
+	}
+	return left
+}
+
 // expire reports lost every hold whose last renewed lease has run out: Redis
 // has dropped it, whatever the failed renewals said.
 func (w *watchdog) expire() {
@@ -221,26 +238,97 @@ type batch struct {
 
 // renewAll renews every watched hold once. It returns false when some call
 // failed, so that the loop retries sooner.
+//
+// On a cluster the batches go to their nodes independently, one pipeline
+// per primary, each in its own goroutine with its own deadline: a node
+// that is down or slow fails (or delays) only the renewals of the locks it
+// serves, never those of the others (a go-redis cluster pipeline that hits
+// its deadline on one node sets that error on all its commands). Each
+// node's replies are applied as soon as they land.
 func (w *watchdog) renewAll() bool {
 	batches := w.batches()
 	if len(batches) == 0 {
 		return true
 	}
 	defer w.land()
-	start := time.Now()
-	// A call may take no longer than the time to the first expiry, so that
-	// a hung Redis cannot delay the loss past the lease.
-	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.c.cfg.renewEvery, w.untilExpiry()), time.Millisecond))
-	defer cancel()
-	err := w.send(ctx, batches)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = generated.LockRenewScript.Load(ctx, w.c.rdb); err == nil {
-			err = w.send(ctx, batches)
+	groups := w.byNode(batches)
+	if len(groups) == 1 {
+		return w.renewGroup(groups[0])
+	}
+	var wg sync.WaitGroup
+	oks := make([]bool, len(groups))
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			oks[i] = w.renewGroup(g)
+		}()
+	}
+	wg.Wait()
+	for _, ok := range oks {
+		if !ok {
+			return false
 		}
 	}
-	w.land()
-	ok := true
+	return true
+}
+
+// nodeGroup is the batches served by one node, and that node's client
+// (nil when not on a cluster, or when the node is not known).
+type nodeGroup struct {
+	node    *redis.Client
+	batches []*batch
+}
+
+// byNode groups the batches by the primary that serves their slot, as the
+// cluster client last knew it: one group in all when not on a cluster.
+func (w *watchdog) byNode(batches []*batch) []nodeGroup {
+	cc, ok := w.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return []nodeGroup{{batches: batches}}
+	}
+	var out []nodeGroup
+	index := map[string]int{}
 	for _, b := range batches {
+		node, err := cc.MasterForKey(w.ctx, b.keys.Locks[0])
+		addr := ""
+		if err == nil {
+			addr = node.Options().Addr
+		} else {
+			node = nil
+		}
+		i, seen := index[addr]
+		if !seen {
+			i = len(out)
+			index[addr] = i
+			out = append(out, nodeGroup{node: node})
+		}
+		out[i].batches = append(out[i].batches, b)
+	}
+	return out
+}
+
+// renewGroup sends one node's batches in one pipeline and applies the
+// replies. It returns false when some call failed.
+func (w *watchdog) renewGroup(g nodeGroup) bool {
+	start := time.Now() // the leases are set at start or later
+	// A call may take no longer than the time to the first expiry among
+	// these holds, so that a hung node cannot delay their loss past the
+	// lease.
+	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.c.cfg.renewEvery, w.untilExpiryOf(g.batches)), time.Millisecond))
+	defer cancel()
+	err := w.send(ctx, g.batches)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		var loader redis.Scripter = w.c.rdb
+		if g.node != nil {
+			loader = g.node // only the node that lost its scripts
+		}
+		if err = generated.LockRenewScript.Load(ctx, loader); err == nil {
+			err = w.send(ctx, g.batches)
+		}
+	}
+	ok := true
+	for _, b := range g.batches {
 		res, err := generated.LockRenewResult(b.cmd)
 		if err == nil && len(res) != len(b.locks) {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
