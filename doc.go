@@ -45,6 +45,17 @@
 // cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
 // when the lock is lost.
 //
+// The end of a lease is signalled early, by a margin of 1% of the lease
+// plus 2ms (Redlock's allowance; 302ms for the default 30s): a hold whose
+// renewals fail is reported lost that long before its last lease would run
+// out, and a fixed lease's Context ends that long before the lease does
+// (cause ErrNotHeld). Leases are counted from the moment the call that set
+// them was sent, not from its reply. The margin covers clock drift between
+// the client and Redis, Redis's millisecond expiry and the signal's own
+// timer, so a holder that stops at Done has stopped before Redis lets
+// another owner in; a holder process paused or starved of CPU for longer
+// than the margin signals late (see below).
+//
 // # What a Redis lock cannot promise
 //
 // Mutual exclusion holds while one primary serves the lock's keys and each

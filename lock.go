@@ -122,7 +122,9 @@ func (l *Lock) Lock(ctx context.Context) error {
 }
 
 // LockLease is Lock with a fixed lease: the hold expires lease after it was
-// taken unless unlocked first, and no watchdog renews it. A lease that is not
+// taken unless unlocked first, and no watchdog renews it. The hold's Context
+// ends 1% of the lease plus 2ms before that (see the package doc, Losing a
+// lock). A lease that is not
 // positive returns ErrInvalid.
 func (l *Lock) LockLease(ctx context.Context, lease time.Duration) error {
 	if err := checkLease(lease); err != nil {
@@ -505,11 +507,11 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 }
 
 // startExpiry ends the hold's context when its fixed lease, set in Redis at
-// start or later, runs out. l.mu is held.
+// start or later, runs out, less lossMargin. l.mu is held.
 func (l *Lock) startExpiry(start time.Time) {
 	l.stopExpiry()
 	gen, lease := l.gen, l.lease
-	l.expiry = time.AfterFunc(time.Until(start.Add(lease)), func() {
+	l.expiry = time.AfterFunc(time.Until(start.Add(lease-lossMargin(lease))), func() {
 		l.endHold(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease), false)
 	})
 }
@@ -539,6 +541,26 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 	l.finish(cause)
 }
 
+// expired ends hold gen, under the watchdog, whose lease ran out by the
+// client's clock (less the margin) with no renewal confirmed. Unlike a
+// renewal that finds the lock gone, which may be the handle's own release
+// in flight and waits for its outcome (see unlock), an expiry ends the
+// hold's Context at once even then: the lease is over either way.
+func (l *Lock) expired(gen uint64, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen != gen || l.holds == 0 || l.lost != nil {
+		return
+	}
+	if l.releasing {
+		l.lostWhileReleasing = cause // Unlock decides what it returns
+		l.endContext(cause)
+		return
+	}
+	l.lost = cause
+	l.finish(cause)
+}
+
 // finish stops the renewal and the expiry of the current hold and cancels
 // its context. l.mu is held.
 func (l *Lock) finish(cause error) {
@@ -547,6 +569,15 @@ func (l *Lock) finish(cause error) {
 	if l.watched {
 		l.watched = false
 		l.c.wd.remove(l)
+	}
+	l.endContext(cause)
+}
+
+// endContext cancels the current hold's context with cause, unless it has
+// ended already (the first cause stands). l.mu is held.
+func (l *Lock) endContext(cause error) {
+	if l.ended != nil {
+		return
 	}
 	l.ended = cause
 	if l.cancel != nil {
@@ -623,9 +654,9 @@ func (l *Lock) unlock(ctx context.Context) error {
 	ended := ctx.Err() != nil
 	if ended && holds == 1 && watched {
 		// The caller is gone: whatever the release's fate, nothing renews
-		// the lock any more, so it expires within one lease at worst.
-		l.watched = false
-		l.c.wd.remove(l)
+		// the lock any more, so it expires within one lease at worst. The
+		// watchdog still ends the hold's Context when that lease runs out.
+		l.c.wd.stopRenewing(l)
 	}
 	if l.unlockReq == "" {
 		l.unlockReq = l.latchKey()
@@ -645,6 +676,9 @@ func (l *Lock) unlock(ctx context.Context) error {
 	if ended || (err != nil && ctx.Err() != nil) {
 		// ctx ended before or during the call: send the release (again,
 		// replayed by its latch) under a context of its own.
+		if !ended && holds == 1 && watched {
+			l.c.wd.stopRenewing(l)
+		}
 		rctx, cancel := detached(ctx)
 		res, err = l.runRelease(rctx, lease, latch, holds)
 		cancel()
@@ -656,17 +690,20 @@ func (l *Lock) unlock(ctx context.Context) error {
 	lostMeanwhile := l.lostWhileReleasing
 	l.lostWhileReleasing = nil
 	if err != nil {
+		if ended && holds == 1 && l.lost == nil {
+			// Nobody will call again: end the hold here. Its renewal
+			// has stopped, so the lock is gone within its lease at worst.
+			l.holds = 0
+			if lostMeanwhile != nil {
+				l.finish(lostMeanwhile)
+				return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w), and the lease ran out meanwhile (%w)", l.name, err, lostMeanwhile)
+			}
+			l.finish(fmt.Errorf("%w: unlocked after its context ended; the release was not confirmed", ErrNotHeld))
+			return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", l.name, err, lease)
+		}
 		if lostMeanwhile != nil && l.lost == nil {
 			l.lost = lostMeanwhile
 			l.finish(lostMeanwhile)
-			return l.errorf("unlock", err)
-		}
-		if ended && holds == 1 {
-			// Nobody will call again: end the hold here. Its renewal
-			// stops, so the lock is gone within its lease at worst.
-			l.holds = 0
-			l.finish(fmt.Errorf("%w: unlocked after its context ended; the release was not confirmed", ErrNotHeld))
-			return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", l.name, err, lease)
 		}
 		return l.errorf("unlock", err)
 	}
@@ -832,8 +869,9 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 
 // Context returns a context that lives as long as the handle's current
 // hold: it is cancelled when the last Unlock releases it (cause ErrNotHeld),
-// when a fixed lease runs out (cause wraps ErrNotHeld), when the hold is lost
-// (cause wraps ErrLockLost) and, for a hold under the watchdog, when the
+// a margin before a fixed lease runs out (cause wraps ErrNotHeld), when the
+// hold is lost (cause wraps ErrLockLost; for failed renewals, that margin
+// before the lease runs out) and, for a hold under the watchdog, when the
 // client closes (cause wraps ErrClosed). Read the cause with context.Cause. Without a hold it returns a
 // context already cancelled with ErrNotHeld.
 func (l *Lock) Context() context.Context {

@@ -12,7 +12,9 @@ import (
 type Options struct {
 	// WatchdogLease is the lease of locks taken without one (Lock, TryLock):
 	// the watchdog renews it every WatchdogLease/3 while the lock is held.
-	// Default 30s, as Redisson's lockWatchdogTimeout.
+	// When renewals fail, the hold is reported lost 1% of the lease plus
+	// 2ms before its last renewed lease runs out (see the package doc,
+	// Losing a lock). Default 30s, as Redisson's lockWatchdogTimeout.
 	WatchdogLease time.Duration
 
 	// FairWait is the fair lock's wait budget per waiter: how long a queued

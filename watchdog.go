@@ -17,8 +17,8 @@ import (
 // on a cluster), all batches in one pipeline (on a cluster, one pipeline per
 // primary, sent independently). A lock the
 // script reports gone is lost. When renewals fail (Redis unreachable) it
-// retries sooner, and reports a hold lost once its last renewed lease would
-// have run out.
+// retries sooner, and reports a hold lost lossMargin before its last
+// renewed lease would run out.
 type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
@@ -34,10 +34,27 @@ type watchdog struct {
 	landed chan struct{}
 }
 
+// lossMargin is how long before a lease runs out by the client's clock a
+// hold is reported at its end: the watchdog's loss (ErrLockLost) and a fixed
+// lease's end (ErrNotHeld) come that much early, so that a holder that stops
+// at Done has stopped before Redis lets another owner in. It is Redlock's
+// allowance, 1% of the lease plus 2ms (at most half the lease): the 1%
+// covers the rate drift between the client's clock and Redis's (NTP keeps
+// it under 0.05%, a free-running quartz under 0.01%) with room to spare,
+// the 2ms Redis's millisecond expiry (a key set to expire at t is gone at
+// t+1ms at the latest) and the lateness of the client's own timer. The
+// lease is counted from the moment its call was sent, not from the reply,
+// so the time the call took on its way to Redis is on the safe side too.
+// For the default 30s lease it is 302ms.
+func lossMargin(lease time.Duration) time.Duration {
+	return min(lease/100+2*time.Millisecond, lease/2)
+}
+
 type watch struct {
 	gen     uint64
 	renewed time.Time // when the lease was last set: by the acquisition or a renewal
 	paused  bool      // an acquisition with a fixed lease is under way: skip it
+	stopped bool      // an Unlock whose ctx ended stopped its renewal: skip it for good
 }
 
 func newWatchdog(c *Client) *watchdog {
@@ -82,7 +99,7 @@ func (w *watchdog) quiesce(ctx context.Context, l *Lock) (resume func(), err err
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if e, ok := w.entries[l]; ok {
+		if e, ok := w.entries[l]; ok && !e.stopped {
 			e.paused = false
 			w.entries[l] = e
 		}
@@ -96,6 +113,18 @@ func (w *watchdog) quiesce(ctx context.Context, l *Lock) (resume func(), err err
 		}
 	}
 	return resume, nil
+}
+
+// stopRenewing keeps renewals off l for good while still watching its
+// lease: expire reports it when the lease runs out, unless the hold ends
+// first.
+func (w *watchdog) stopRenewing(l *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e, ok := w.entries[l]; ok {
+		e.paused, e.stopped = true, true
+		w.entries[l] = e
+	}
 }
 
 func (w *watchdog) remove(l *Lock) {
@@ -176,10 +205,17 @@ func (w *watchdog) round() bool {
 	}
 }
 
-// untilExpiry is the time until the earliest watched lease runs out, as
-// last renewed; the full lease when nothing is watched.
+// lossAfter is how long after its lease was set a hold is reported lost
+// unless renewed: the lease less lossMargin.
+func (w *watchdog) lossAfter() time.Duration {
+	return w.c.cfg.WatchdogLease - lossMargin(w.c.cfg.WatchdogLease)
+}
+
+// untilExpiry is the time until the earliest watched hold is due to be
+// reported lost (lossAfter after its lease was last set); lossAfter when
+// nothing is watched.
 func (w *watchdog) untilExpiry() time.Duration {
-	lease := w.c.cfg.WatchdogLease
+	lease := w.lossAfter()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	left := lease
@@ -191,7 +227,7 @@ func (w *watchdog) untilExpiry() time.Duration {
 
 // untilExpiryOf is untilExpiry among the holds of batches.
 func (w *watchdog) untilExpiryOf(batches []*batch) time.Duration {
-	lease := w.c.cfg.WatchdogLease
+	lease := w.lossAfter()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	left := lease
@@ -205,10 +241,10 @@ func (w *watchdog) untilExpiryOf(batches []*batch) time.Duration {
 	return left
 }
 
-// expire reports lost every hold whose last renewed lease has run out: Redis
-// has dropped it, whatever the failed renewals said.
+// expire reports lost every hold whose last renewed lease has run out, but
+// for lossMargin: Redis drops it then, whatever the failed renewals said.
 func (w *watchdog) expire() {
-	lease := w.c.cfg.WatchdogLease
+	lease := w.lossAfter()
 	type gone struct {
 		l   *Lock
 		gen uint64
@@ -223,7 +259,7 @@ func (w *watchdog) expire() {
 	}
 	w.mu.Unlock()
 	for _, g := range lost {
-		g.l.endHold(g.gen, fmt.Errorf("%w: renewals failed for a whole lease", ErrLockLost), true)
+		g.l.expired(g.gen, fmt.Errorf("%w: renewals failed for a whole lease", ErrLockLost))
 	}
 }
 
