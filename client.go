@@ -37,6 +37,7 @@ type Client struct {
 	once    sync.Once
 	wd      *watchdog
 	subs    *subscriber
+	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
 	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight
@@ -87,6 +88,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
 	c.wd = newWatchdog(c)
 	c.subs = newSubscriber(c)
+	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }
 
@@ -121,6 +123,7 @@ func (c *Client) Close() error {
 	c.bgDone = true
 	c.bgMu.Unlock()
 	c.bg.Wait()
+	c.latches.close()
 	return err
 }
 

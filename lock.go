@@ -454,7 +454,10 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	if err != nil || n != want {
 		return err
 	}
-	_, err = l.runRelease(ctx, lease, l.latchKey(), want)
+	latch := l.latchKey()
+	if _, err = l.runRelease(ctx, lease, latch, want); err == nil {
+		l.c.latches.drop(latch)
+	}
 	return err
 }
 
@@ -535,6 +538,17 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 		l.lostWhileReleasing = cause // Unlock decides
 		return
 	}
+	if lost && l.unlockReq != "" && l.holds == 1 {
+		// A release of this last hold got no reply: it may be what
+		// removed the lock. The hold is over either way; the next Unlock
+		// (or Lock) settles the release and tells what it found.
+		if l.watched {
+			l.watched = false
+			l.c.wd.remove(l)
+		}
+		l.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+		return
+	}
 	if lost {
 		l.lost = cause
 	}
@@ -603,7 +617,9 @@ func (l *Lock) endContext(cause error) {
 // up to that same 2s when ctx had already ended.
 //
 // It returns ErrInvalid for a nil ctx, ErrNotHeld when the handle holds
-// nothing (never locked, already unlocked, or its fixed lease ran out),
+// nothing (never locked, already unlocked, or its fixed lease ran out, or
+// the release of its last hold, sent again after a lost reply past the
+// unlock latch, found the lock gone: see Options.UnlockLatch),
 // ErrLockLost for each hold of a hold that was lost (a hold under the
 // watchdog found gone at Unlock was lost too: taken away before a renewal
 // noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
@@ -658,7 +674,8 @@ func (l *Lock) unlock(ctx context.Context) error {
 		// watchdog still ends the hold's Context when that lease runs out.
 		l.c.wd.stopRenewing(l)
 	}
-	if l.unlockReq == "" {
+	resend := l.unlockReq != "" // an earlier send of this release got no reply
+	if !resend {
 		l.unlockReq = l.latchKey()
 	}
 	latch, start := l.unlockReq, time.Now()
@@ -708,7 +725,17 @@ func (l *Lock) unlock(ctx context.Context) error {
 		return l.errorf("unlock", err)
 	}
 	l.unlockReq = ""
+	l.c.latches.drop(latch) // the reply is in: nothing will resend this request
 	switch {
+	case res == nil && resend && holds == 1:
+		// The release was sent before without a reply, and its latch has
+		// expired: the lock is gone because that send released it, or
+		// because it was lost before. Either way this hold has ended, as
+		// the caller asked; nothing says it was taken away.
+		l.holds = 0
+		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
+		l.finish(cause)
+		return l.errorf("unlock", cause)
 	case res == nil && watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
@@ -780,10 +807,12 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, l.errorf("force unlock", err)
 	}
 	defer l.op.unlock()
-	deleted, err := l.runForceRelease(ctx, l.latchKey())
+	latch := l.latchKey()
+	deleted, err := l.runForceRelease(ctx, latch)
 	if err != nil {
 		return false, l.errorf("force unlock", err)
 	}
+	l.c.latches.drop(latch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holds > 0 {

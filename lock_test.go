@@ -3,6 +3,7 @@ package lualock_test
 import (
 	"context"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 )
 
 // Unit tests of the reentrant lock on miniredis: bad input, use after
@@ -145,6 +147,8 @@ var lkUUID4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0
 func TestOptions_New_defaults(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
+	lose := &lkLoseReply{sha: generated.LockReleaseSHA1}
+	rdb.AddHook(lose)
 	c := lkClient(t, rdb, lualock.Options{})
 	c2 := lkClient(t, rdb, lualock.Options{})
 	if !lkUUID4.MatchString(c.ID()) {
@@ -168,9 +172,13 @@ func TestOptions_New_defaults(t *testing.T) {
 	if len(fields) != 1 || !strings.HasPrefix(fields[0], c.ID()+":") {
 		t.Errorf("owner fields %q, want one of the form %s:<holder id>", fields, c.ID())
 	}
-	// UnlockLatch: the outcome of a release is kept 10s.
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	// UnlockLatch: the outcome of a release whose reply is lost is kept
+	// 10s. (A release that gets its reply has its latch deleted.)
+	lose.left.Store(1000) // every reply, past the generated layer's retries
+	err := l.Unlock(ctx)
+	lose.left.Store(0)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Unlock with its reply lost = %v, want io.EOF", err)
 	}
 	var latches []string
 	for _, k := range mr.Keys() {
@@ -187,14 +195,41 @@ func TestOptions_New_defaults(t *testing.T) {
 	if d := mr.TTL("defaults"); d != 30*time.Second {
 		t.Errorf("lease after a partial Unlock = %v, want 30s", d)
 	}
+	if err := l.Unlock(ctx); err != nil { // replays the lost one
+		t.Fatalf("Unlock: %v", err)
+	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// lkLoseReply is a go-redis hook that lets the next left calls of one
+// script run and then reports io.EOF, as if the reply had been lost.
+type lkLoseReply struct {
+	sha  string
+	left atomic.Int32
+}
+
+func (h *lkLoseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *lkLoseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *lkLoseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && a[1] == h.sha && (err == nil || errors.Is(err, redis.Nil)) && h.left.Add(-1) >= 0 {
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return err
 	}
 }
 
 func TestOptions_New_clientID(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
+	lose := &lkLoseReply{sha: generated.LockReleaseSHA1}
+	rdb.AddHook(lose)
 	c := lkClient(t, rdb, lualock.Options{ClientID: "orders-7", WatchdogLease: 5 * time.Second, UnlockLatch: 2 * time.Second})
 	if c.ID() != "orders-7" {
 		t.Errorf("ID() = %q, want orders-7", c.ID())
@@ -212,18 +247,28 @@ func TestOptions_New_clientID(t *testing.T) {
 	if err := l.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	lose.left.Store(1000) // every reply, past the generated layer's retries
+	err := l.Unlock(ctx)
+	lose.left.Store(0)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Unlock with its reply lost = %v, want io.EOF", err)
 	}
+	latches := 0
 	for _, k := range mr.Keys() {
 		if strings.HasPrefix(k, "redisson_unlock_latch:") {
+			latches++
 			if d := mr.TTL(k); d != 2*time.Second {
 				t.Errorf("latch %s TTL = %v, want UnlockLatch 2s", k, d)
 			}
 		}
 	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	if latches != 1 {
+		t.Errorf("%d latches after a release with a lost reply, want 1", latches)
+	}
+	for range 2 { // the first replays the lost one
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
 	}
 }
 

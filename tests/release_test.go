@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -137,6 +138,107 @@ func TestLock_Unlock_endedContextUnconfirmed(t *testing.T) {
 					t.Errorf("a second Unlock = %v, want ErrNotHeld", err)
 				}
 			})
+		}
+	})
+}
+
+// TestLock_Unlock_resentPastLatch: a watchdog hold's release succeeds but
+// its reply is lost (every try of it); the release is sent again by the
+// next Unlock after its latch has expired. The lock is gone, and nothing
+// tells whether the first send removed it or the hold was lost before:
+// Unlock returns ErrNotHeld (as Options.UnlockLatch says), not
+// ErrLockLost, and the hold's Context ends with ErrNotHeld. The same when
+// a renewal finds the lock gone before the second Unlock.
+func TestLock_Unlock_resentPastLatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		for _, kind := range rlKinds {
+			for _, renewFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/renewal first %v", kind.name, renewFirst), func(t *testing.T) {
+					ctx := t.Context()
+					lose := &lkLoseReplies{sha: kind.release}
+					o := lualock.Options{UnlockLatch: 100 * time.Millisecond}
+					if renewFirst {
+						o.WatchdogLease = 600 * time.Millisecond // renewed every 200ms
+					}
+					c := lkNew(t, lkHooked(t, rdb, lose), o)
+					name := uniqueName(t)
+					l := kind.new(c, name)
+					if err := l.Lock(ctx); err != nil {
+						t.Fatalf("Lock: %v", err)
+					}
+					hold := l.Context()
+					lose.left.Store(1000)
+					err := l.Unlock(ctx)
+					lose.left.Store(0)
+					if !errors.Is(err, io.EOF) {
+						t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
+					}
+					// Past the latch: the lock and the latch are gone.
+					waitFor(t, func() bool { return len(keysLeft(t, rdb, name, true)) == 0 })
+					if renewFirst {
+						lkWaitDone(t, hold, 2*time.Second, "renewal finding the lock gone")
+					}
+					err = l.Unlock(ctx)
+					if !errors.Is(err, lualock.ErrNotHeld) || errors.Is(err, lualock.ErrLockLost) {
+						t.Errorf("Unlock resent past its latch = %v, want ErrNotHeld", err)
+					}
+					select {
+					case <-hold.Done():
+					default:
+						t.Fatal("the hold's Context is still live")
+					}
+					if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrNotHeld) || errors.Is(cause, lualock.ErrLockLost) {
+						t.Errorf("cause = %v, want ErrNotHeld", cause)
+					}
+					if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
+						t.Errorf("a third Unlock = %v, want ErrNotHeld", err)
+					}
+					if err := l.TryLock(ctx, 0); err != nil {
+						t.Fatalf("TryLock afterwards: %v", err)
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Fatalf("Unlock: %v", err)
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestLock_Unlock_latchesDeleted: a release that got its reply has its
+// unlock latch deleted (it only serves a resend of a release whose reply
+// was lost), so latches do not pile up: after 50 lock+unlock pairs and
+// Close, which sends the deletions still pending, no latch is left, for
+// either kind, on every backend.
+func TestLock_Unlock_latchesDeleted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		t.Parallel()
+		ctx := t.Context()
+		for _, kind := range rlKinds {
+			c, err := lualock.New(rdb, lualock.Options{})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			name := uniqueName(t) + kind.name
+			l := kind.new(c, name)
+			for range 50 {
+				if err := l.Lock(ctx); err != nil {
+					t.Fatalf("Lock: %v", err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+			}
+			if _, err := l.ForceUnlock(ctx); err != nil {
+				t.Fatalf("ForceUnlock: %v", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if left := keysLeft(t, rdb, name, true); len(left) > 0 {
+				t.Errorf("%s: %d keys left after 50 lock+unlock pairs and Close: %q", kind.name, len(left), left[:min(len(left), 3)])
+			}
 		}
 	})
 }
