@@ -58,6 +58,27 @@ func lkSnapshot(mr *miniredis.Miniredis) lkState {
 	return lkState{dump: mr.Dump(), commands: mr.CommandCount()}
 }
 
+// lkSettled waits until the latches of the releases made so far are
+// deleted (in the background, see Options.UnlockLatch), so that their
+// deletion does not land between two snapshots.
+func lkSettled(t *testing.T, mr *miniredis.Miniredis) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		latch := false
+		for _, k := range mr.Keys() {
+			latch = latch || strings.HasPrefix(k, "redisson_unlock_latch:")
+		}
+		if !latch {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("latches still in Redis after 2s: %q", mr.Keys())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // lkCalls runs every method of l that reaches Redis and returns each one's
 // error by name.
 func lkCalls(ctx context.Context, l *lualock.Lock) map[string]error {
@@ -387,6 +408,7 @@ func TestLock_Unlock_notLocked(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
+	lkSettled(t, mr)
 	before = lkSnapshot(mr)
 	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
 		t.Errorf("second Unlock = %v, want ErrNotHeld", err)
@@ -901,13 +923,19 @@ func TestLock_LockLease_afterRenewalInFlight(t *testing.T) {
 func TestLock_Lock_nilContext(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
-	c := lkClient(t, rdb, lualock.Options{})
 	for _, kind := range []struct {
 		name string
-		new  func(string) *lualock.Lock
-	}{{"reentrant", c.NewLock}, {"fair", c.NewFairLock}} {
+		new  func(*lualock.Client, string) *lualock.Lock
+	}{{"reentrant", (*lualock.Client).NewLock}, {"fair", (*lualock.Client).NewFairLock}} {
 		for _, held := range []bool{false, true} {
-			l := kind.new("nil-ctx-" + kind.name)
+			// A client per case, closed at its end: Close sends the latch
+			// deletions still pending, which must not land in the next
+			// case's snapshot.
+			c, err := lualock.New(rdb, lualock.Options{})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			l := kind.new(c, "nil-ctx-"+kind.name)
 			if held {
 				if err := l.Lock(ctx); err != nil {
 					t.Fatalf("%s: Lock: %v", kind.name, err)
@@ -931,6 +959,9 @@ func TestLock_Lock_nilContext(t *testing.T) {
 				if err := l.Unlock(ctx); err != nil {
 					t.Errorf("%s: Unlock: %v", kind.name, err)
 				}
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
 			}
 		}
 	}

@@ -167,14 +167,19 @@ func (w *watchdog) run() {
 			return
 		case <-t.C:
 		}
-		next := every
-		if !w.round() {
+		started := time.Now()
+		var next time.Duration
+		if w.round() {
+			// The period counts from the start of the last round, so that
+			// a slow round does not stretch it.
+			next = every - time.Since(started)
+		} else {
 			// Renewals fail: try again soon, and be awake when the first
 			// lease that was not renewed runs out.
-			next = max(min(retry, w.untilExpiry()), time.Millisecond)
+			next = min(retry, w.untilExpiry())
 		}
 		w.expire()
-		t.Reset(next)
+		t.Reset(max(next, time.Millisecond))
 	}
 }
 
