@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,41 +29,71 @@ var rlKinds = []struct {
 	{"fair", (*lualock.Client).NewFairLock, generated.FairReleaseSHA1},
 }
 
+// rlBlockOnce holds the first armed call of one script, unsent, until its
+// context ends.
+type rlBlockOnce struct {
+	passHook
+	sha   string
+	armed atomic.Bool
+	hit   atomic.Bool
+}
+
+func (h *rlBlockOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && a[1] == h.sha && h.armed.Load() && h.hit.CompareAndSwap(false, true) {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
 // TestLock_Unlock_endedContext is the README's own pattern in an HTTP
 // handler whose request context ends: WatchdogLease 1.5s, a ctx with a
 // 300ms timeout, Lock(ctx), the ctx runs out, Unlock(ctx). The Unlock
 // releases the lock (another owner gets it at once) and returns nil; the
-// same with a ctx cancelled before Unlock is called.
+// same with a ctx cancelled before Unlock is called, and with a ctx that
+// ends while the release waits.
 func TestLock_Unlock_endedContext(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		t.Parallel()
-		c := lkNew(t, rdb, lualock.Options{WatchdogLease: 1500 * time.Millisecond})
 		otherC := lkNew(t, rdb, lualock.Options{})
 		for _, kind := range rlKinds {
-			for _, how := range []string{"timed out", "cancelled"} {
+			for _, how := range []string{"timed out", "cancelled", "ending during the call"} {
 				t.Run(kind.name+"/"+how, func(t *testing.T) {
+					block := &rlBlockOnce{sha: kind.release}
+					c := lkNew(t, lkHooked(t, rdb, block), lualock.Options{WatchdogLease: 1500 * time.Millisecond})
 					name := uniqueName(t)
 					l := kind.new(c, name)
 					var ctx context.Context
 					var cancel context.CancelFunc
-					if how == "timed out" {
-						ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
-					} else {
+					if how == "cancelled" {
 						ctx, cancel = context.WithCancel(context.Background())
+					} else {
+						ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 					}
 					defer cancel()
 					if err := l.Lock(ctx); err != nil {
 						t.Fatalf("Lock: %v", err)
 					}
 					hold := l.Context()
-					if how == "timed out" {
+					switch how {
+					case "timed out":
 						<-ctx.Done()
 						time.Sleep(100 * time.Millisecond) // 400ms after the Lock, as in the issue
-					} else {
+					case "cancelled":
 						cancel()
+					default:
+						// The release's first send waits (unsent) until
+						// ctx ends, 300ms after the Lock.
+						block.armed.Store(true)
 					}
 					if err := l.Unlock(ctx); err != nil {
-						t.Fatalf("Unlock with a %s ctx = %v, want nil", how, err)
+						t.Fatalf("Unlock with a ctx %s = %v, want nil", how, err)
+					}
+					if block.armed.Load() && !block.hit.Load() {
+						t.Fatal("the release was not held up until ctx ended")
 					}
 					select {
 					case <-hold.Done():
