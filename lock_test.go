@@ -102,8 +102,6 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
 		{"PubSub", lualock.Options{PubSub: lualock.PubSubBoth + 1}},
 		{"PubSub", lualock.Options{PubSub: -1}},
-		{"ShardedPubSub", lualock.Options{ShardedPubSub: true, PubSub: lualock.PubSubPlain}},
-		{"ShardedPubSub", lualock.Options{ShardedPubSub: true, PubSub: lualock.PubSubBoth}},
 	} {
 		c, err := lualock.New(rdb, tc.opts)
 		if !errors.Is(err, lualock.ErrInvalid) {
