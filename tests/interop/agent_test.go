@@ -20,7 +20,8 @@ import (
 const (
 	// envJars lists the Redisson jars to test against, separated by ":"
 	// (os.PathListSeparator); their file names carry the version
-	// (redisson-4.7.0.jar). CI sets it to shared/redisson's 4.7.0 and 3.16.8.
+	// (redisson-4.7.0.jar); a relative path is taken from the repository's
+	// root. CI sets it to shared/redisson's 4.7.0 and 3.16.8.
 	envJars = "LUALOCK_REDISSON_JARS"
 	// envDeps overrides the classpath of Redisson's dependencies; default:
 	// the Debian 12 jars of /usr/share/java that shared/redisson's README
@@ -119,6 +120,11 @@ func compileAgents() ([]redissonJar, error) {
 	for i, p := range filepath.SplitList(list) {
 		if p == "" {
 			continue
+		}
+		if !filepath.IsAbs(p) {
+			// go test runs in this package's directory: a relative path is
+			// taken from the repository's root, where make test runs.
+			p = filepath.Join("..", "..", p)
 		}
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("%s: %v", envJars, err)
