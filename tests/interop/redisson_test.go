@@ -272,43 +272,58 @@ func (s *suite) reentry(t *testing.T, fair bool) {
 	s.ag.do(t, "re2", "unlock", name, k)
 }
 
-// watchdog: a Redisson hold under its watchdog and a Go hold under the
-// library's, both with 1.5s leases, outlive three leases while the other
-// side is refused.
+// watchdog: Redisson holds under its watchdog and Go holds under the
+// library's, reentrant and fair, all with 1.5s leases, outlive three leases
+// while the other side is refused.
 func (s *suite) watchdog(t *testing.T) {
 	ctx := context.Background()
 	o := s.goOpts
 	o.WatchdogLease = goWatchdog
 	c := newClient(t, s.b.rdb, o)
-	jname, gname := uniqueName(t)+"-java", uniqueName(t)+"-go"
-	s.ag.do(t, "wd", "lock", jname, "r", -1)
-	g := c.NewLock(gname)
-	if err := g.Lock(ctx); err != nil {
-		t.Fatal(err)
+	type hold struct {
+		name string
+		fair bool
+		g    *lualock.Lock // the Go hold; nil: Redisson's
+	}
+	var holds []hold
+	for _, fair := range []bool{false, true} {
+		jname, gname := fmt.Sprintf("%s-java-%v", uniqueName(t), fair), fmt.Sprintf("%s-go-%v", uniqueName(t), fair)
+		s.ag.do(t, "wd", "lock", jname, kindArg(fair), -1)
+		g := newLock(c, gname, fair)
+		if err := g.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, hold{jname, fair, nil}, hold{gname, fair, g})
 	}
 	time.Sleep(3*goWatchdog + goWatchdog/3)
-	if err := c.NewLock(jname).TryLock(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) {
-		t.Errorf("after 3 leases, Go TryLock on Redisson's hold = %v, want ErrNotObtained", err)
-	}
-	if r := s.ag.do(t, "wd2", "trylock", gname, "r", 0, -1); r.val != "false" {
-		t.Errorf("after 3 leases, Redisson tryLock on Go's hold = %s, want false", r.val)
-	}
-	for _, n := range []string{jname, gname} {
-		if d := s.b.rdb.PTTL(ctx, n).Val(); d <= 0 {
-			t.Errorf("PTTL %s = %v after 3 leases, want a renewed lease", n, d)
+	for _, h := range holds {
+		if h.g == nil {
+			if err := newLock(c, h.name, h.fair).TryLock(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) {
+				t.Errorf("fair=%v: after 3 leases, Go TryLock on Redisson's hold = %v, want ErrNotObtained", h.fair, err)
+			}
+		} else {
+			if r := s.ag.do(t, "wd2", "trylock", h.name, kindArg(h.fair), 0, -1); r.val != "false" {
+				t.Errorf("fair=%v: after 3 leases, Redisson tryLock on Go's hold = %s, want false", h.fair, r.val)
+			}
+			select {
+			case <-h.g.Done():
+				t.Errorf("fair=%v: Go hold reported lost: %v", h.fair, context.Cause(h.g.Context()))
+			default:
+			}
+		}
+		if d := s.b.rdb.PTTL(ctx, h.name).Val(); d <= 0 {
+			t.Errorf("PTTL %s = %v after 3 leases, want a renewed lease", h.name, d)
 		}
 	}
-	select {
-	case <-g.Done():
-		t.Errorf("Go hold reported lost: %v", context.Cause(g.Context()))
-	default:
-	}
-	s.ag.do(t, "wd", "unlock", jname, "r")
-	if err := g.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := s.b.rdb.Exists(ctx, jname, gname).Val(); n != 0 && !s.b.cluster {
-		t.Errorf("%d locks left after both unlocked", n)
+	for _, h := range holds {
+		if h.g == nil {
+			s.ag.do(t, "wd", "unlock", h.name, kindArg(h.fair))
+		} else if err := h.g.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.b.rdb.Exists(ctx, h.name).Val(); n != 0 {
+			t.Errorf("%s left after its unlock", h.name)
+		}
 	}
 }
 
