@@ -64,7 +64,8 @@ type Options struct {
 	// lock, Redisson's included, must publish on a kind the others listen
 	// to. Default PubSubAuto: what Redisson 3.22 and later (4.x included)
 	// do with their default settings, sharded on a Redis Cluster
-	// (*redis.ClusterClient), plain on a standalone or failover Redis. Use
+	// (*redis.ClusterClient), plain on a standalone or failover Redis
+	// (NewFailoverClusterClient included). Use
 	// PubSubPlain on a cluster shared with Redisson before 3.22 only, and
 	// PubSubBoth on a cluster shared with Redisson of both kinds (a fleet
 	// in the middle of an upgrade). See PubSubMode.
@@ -195,7 +196,9 @@ type PubSubMode int
 const (
 	// PubSubAuto, the default, does what current Redisson does with its
 	// defaults: PubSubSharded on a *redis.ClusterClient, PubSubPlain on
-	// any other client.
+	// any other client, and on a ClusterClient whose options set
+	// ClusterSlots, as redis.NewFailoverClusterClient does for a
+	// sentinel-managed Redis (Redisson's sentinel mode uses plain pub/sub).
 	PubSubAuto PubSubMode = iota
 	// PubSubPlain publishes with PUBLISH and listens with SUBSCRIBE, as
 	// Redisson before 3.22 does everywhere, and every Redisson version on
@@ -261,7 +264,10 @@ func (m PubSubMode) resolve(rdb redis.UniversalClient) PubSubMode {
 	if m != PubSubAuto {
 		return m
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+	// A ClusterClient with its own ClusterSlots is no Redis Cluster as
+	// Redisson sees one: NewFailoverClusterClient makes such a client for a
+	// sentinel-managed Redis, where Redisson uses plain pub/sub.
+	if cc, cluster := rdb.(*redis.ClusterClient); cluster && cc.Options().ClusterSlots == nil {
 		return PubSubSharded
 	}
 	return PubSubPlain

@@ -276,3 +276,52 @@ func TestClient_PubSub_publishes(t *testing.T) {
 		})
 	}
 }
+
+// TestClient_PubSub_autoClusterSlots: a ClusterClient with its own
+// ClusterSlots (as redis.NewFailoverClusterClient makes for a
+// sentinel-managed Redis, where Redisson uses plain pub/sub) is not taken
+// for a Redis Cluster: the default publishes with PUBLISH, not SPUBLISH.
+func TestClient_PubSub_autoClusterSlots(t *testing.T) {
+	for _, b := range backends() {
+		if b.name != "standalone" {
+			continue
+		}
+		plainRdb := b.new(t)
+		addr := plainRdb.(*redis.Client).Options().Addr
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+				return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: addr}}}}, nil
+			},
+		})
+		t.Cleanup(func() { _ = rdb.Close() })
+		ctx := context.Background()
+		c := lkNew(t, rdb, lualock.Options{})
+		name := uniqueName(t)
+		plain := plainRdb.Subscribe(ctx, "redisson_lock__channel:{"+name+"}")
+		defer plain.Close()
+		sharded := plainRdb.SSubscribe(ctx, "redisson_lock__channel:{"+name+"}")
+		defer sharded.Close()
+		for _, ps := range []*redis.PubSub{plain, sharded} {
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := c.NewLock(name)
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := plain.ReceiveMessage(rctx); err != nil {
+			t.Errorf("no PUBLISH from the default on a ClusterSlots client: %v", err)
+		}
+		cancel()
+		rctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+		if m, err := sharded.ReceiveMessage(rctx); err == nil {
+			t.Errorf("SPUBLISH %q from the default on a ClusterSlots client, want PUBLISH only", m.Payload)
+		}
+		cancel()
+	}
+}
