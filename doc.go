@@ -21,8 +21,11 @@
 //
 // A waiter does not poll. It subscribes to the lock's release channel (the
 // fair lock: to its own channel, so only the head of the queue is woken) over
-// one pub/sub connection that all waiters of a Client share, and tries again
-// when a release is announced. Each channel also has a fallback timer, set
+// one pub/sub connection that all waiters of a Client share (with sharded
+// pub/sub on a cluster, one per primary), and tries again when a release is
+// announced. Options.PubSub chooses PUBLISH/SUBSCRIBE, SPUBLISH/SSUBSCRIBE or
+// both; its default does what Redisson 3.22 and later do (sharded on a Redis
+// Cluster), so that Go and Java clients hear each other's releases. Each channel also has a fallback timer, set
 // from the lock's remaining lease and capped by Options.MaxWaitTimer (for
 // the fair lock, by half of Options.FairWait), so a lost message delays a
 // waiter but never hangs it. Transient Redis errors are retried with

@@ -123,6 +123,8 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"RetryMin", lualock.Options{RetryMin: -time.Millisecond}},
 		{"RetryMax", lualock.Options{RetryMax: -time.Millisecond}},
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
+		{"PubSub", lualock.Options{PubSub: lualock.PubSubBoth + 1}},
+		{"PubSub", lualock.Options{PubSub: -1}},
 	} {
 		c, err := lualock.New(rdb, tc.opts)
 		if !errors.Is(err, lualock.ErrInvalid) {

@@ -31,6 +31,7 @@ const confirmWait = 2 * time.Second
 // the bookkeeping of other waiters.
 type subscriber struct {
 	c       *Client
+	sharded bool // SSUBSCRIBE rather than SUBSCRIBE
 	mu      sync.Mutex
 	conns   map[string]*psConn // by node address; "" for the one unsharded connection
 	chans   map[string]*chanSub
@@ -90,10 +91,45 @@ type subscription struct {
 	ch   *chanSub
 	wake chan struct{} // one pending wake-up at most
 	done bool
+	// twin is the same waiter's subscription on the other kind of pub/sub
+	// (PubSubBoth). The two share wake, so a message on either wakes the
+	// waiter, and hint and release act on both.
+	twin *subscription
 }
 
-func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, conns: map[string]*psConn{}, chans: map[string]*chanSub{}}
+func newSubscriber(c *Client, sharded bool) *subscriber {
+	return &subscriber{c: c, sharded: sharded, conns: map[string]*psConn{}, chans: map[string]*chanSub{}}
+}
+
+// newSubscribers returns the subscribers of mode (resolved): one, or with
+// PubSubBoth a plain one and a sharded one.
+func newSubscribers(c *Client, mode PubSubMode) []*subscriber {
+	switch mode {
+	case PubSubSharded:
+		return []*subscriber{newSubscriber(c, true)}
+	case PubSubBoth:
+		return []*subscriber{newSubscriber(c, false), newSubscriber(c, true)}
+	default:
+		return []*subscriber{newSubscriber(c, false)}
+	}
+}
+
+// subscribe registers a waiter on channel with every subscriber of the
+// client, as subscriber.subscribe does with one. With two (PubSubBoth) the
+// waiter gets one subscription whose twin is the other, sharing one wake-up
+// channel; it is fresh when either is.
+func (c *Client) subscribe(ctx context.Context, channel string) (*subscription, bool, error) {
+	sub, fresh, err := c.subs[0].subscribe(ctx, channel, nil)
+	if err != nil || len(c.subs) == 1 {
+		return sub, fresh, err
+	}
+	twin, fresh2, err := c.subs[1].subscribe(ctx, channel, sub.wake)
+	if err != nil {
+		sub.release(false, 0)
+		return nil, false, err
+	}
+	sub.twin = twin
+	return sub, fresh || fresh2, nil
 }
 
 // subscribe registers a waiter on channel, subscribing it if it is new, and
@@ -105,7 +141,10 @@ func newSubscriber(c *Client) *subscriber {
 // the next one. A subscription Redis does not confirm in time (it is
 // unreachable) is not an error: go-redis subscribes again when it
 // reconnects, and the waiter's fallback timer covers the meantime.
-func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscription, fresh bool, err error) {
+//
+// wake, when not nil, is the wake-up channel of the waiter's subscription
+// on the other kind of pub/sub (PubSubBoth), shared by this one.
+func (s *subscriber) subscribe(ctx context.Context, channel string, wake chan struct{}) (sub *subscription, fresh bool, err error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -119,7 +158,10 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscr
 	if cs == nil {
 		cs = s.add(channel)
 	}
-	sub = &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
+	if wake == nil {
+		wake = make(chan struct{}, 1)
+	}
+	sub = &subscription{s: s, ch: cs, wake: wake}
 	cs.waiters = append(cs.waiters, sub)
 	if cs.pending {
 		cs.pending = false
@@ -159,7 +201,7 @@ func (s *subscriber) add(channel string) *chanSub {
 // primary of its slot, which the sender looks up (opPlace); movedFrom is
 // the node its slot has left, if it moved. s.mu is held.
 func (s *subscriber) attach(cs *chanSub, movedFrom string) {
-	if _, cluster := s.c.rdb.(*redis.ClusterClient); cluster && s.c.cfg.ShardedPubSub {
+	if _, cluster := s.c.rdb.(*redis.ClusterClient); cluster && s.sharded {
 		s.enqueue(psOp{kind: opPlace, channel: cs.name, movedFrom: movedFrom})
 		return
 	}
@@ -244,7 +286,7 @@ func (s *subscriber) send() {
 		s.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
-		sharded := s.c.cfg.ShardedPubSub
+		sharded := s.sharded
 		// Errors are left to go-redis: a PubSub keeps its channels and
 		// subscribes them again when it reconnects, which the listener sees
 		// as a confirmation that wakes the channel's waiters.
@@ -274,7 +316,7 @@ func (s *subscriber) send() {
 func (s *subscriber) open(ctx context.Context, op psOp) {
 	var ps *redis.PubSub
 	switch {
-	case s.c.cfg.ShardedPubSub:
+	case s.sharded:
 		// A cluster client binds a sharded PubSub to the node of its first
 		// channel: create it with the channel.
 		ps = s.c.rdb.SSubscribe(ctx, op.channel)
@@ -512,6 +554,9 @@ func (w *subscription) signal() bool {
 // expiry), at least floor and at most ceil from now, by moving the channel's
 // fallback timer earlier.
 func (w *subscription) hint(ttl, floor, ceil time.Duration) {
+	if w.twin != nil {
+		w.twin.hint(ttl, floor, ceil)
+	}
 	s := w.s
 	d := ceil
 	if ttl >= 0 {
@@ -560,6 +605,9 @@ func (s *subscriber) arm(cs *chanSub, d time.Duration) {
 // leaves the others a timer at that lease: if the lease runs out, nothing
 // is published.
 func (w *subscription) release(acquired bool, lease time.Duration) {
+	if w.twin != nil {
+		w.twin.release(acquired, lease)
+	}
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -622,7 +670,7 @@ func (s *subscriber) unsubscribe(cs *chanSub) {
 		s.drop(conn)
 		return
 	}
-	if s.c.cfg.ShardedPubSub {
+	if s.sharded {
 		conn.ownUnsubs[cs.name]++
 	}
 	s.enqueue(psOp{kind: opUnsubscribe, conn: conn, channel: cs.name})

@@ -33,7 +33,7 @@
 -- @arg    field     string  owner field C:H
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    holds     int     hold count after this call (1 for a first acquisition)
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return int   0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 -- @flag   idempotent
 
@@ -59,8 +59,18 @@ end
 if not holds or holds < 1 or holds % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local t = redis.call('time')
@@ -140,7 +150,7 @@ if free and (not head or head == field) then
   purge()
   local next = redis.call('lindex', queue, 0)
   if next then
-    redis.call(publish, channel .. ':' .. next, 0)
+    notify(channel .. ':' .. next)
   end
   return 0
 end
@@ -158,7 +168,7 @@ if head and free and head ~= field then
 end
 if wake then
   -- (The caller, when it is the new head, learns it from this reply.)
-  redis.call(publish, channel .. ':' .. head, 0)
+  notify(channel .. ':' .. head)
 end
 
 local pttl = math.max(redis.call('pttl', lock), 0)

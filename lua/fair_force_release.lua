@@ -12,7 +12,7 @@
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
 
@@ -31,8 +31,18 @@ end
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local replay = redis.call('get', latch)
@@ -62,7 +72,7 @@ if head then
   if not deadline or deadline > now + wait then
     redis.call('zadd', timeouts, now + wait, head)
   end
-  redis.call(publish, channel .. ':' .. head, 0)
+  notify(channel .. ':' .. head)
 end
 redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)
 return deleted

@@ -756,8 +756,8 @@ func TestScriptLockRelease(t *testing.T) {
 			latch         int64
 			want          string
 		}{
-			{"bad publish", "notify", scLease, scLatchMS, "publish must be publish or spublish"},
-			{"upper-case publish", "PUBLISH", scLease, scLatchMS, "publish must be publish or spublish"},
+			{"bad publish", "notify", scLease, scLatchMS, "publish must be publish, spublish or both"},
+			{"upper-case publish", "PUBLISH", scLease, scLatchMS, "publish must be publish, spublish or both"},
 			{"lease 0", "publish", 0, scLatchMS, "lease_ms must be a positive integer"},
 			{"latch 0", "publish", scLease, 0, "latch_ms must be a positive integer"},
 		} {
@@ -894,7 +894,7 @@ func TestScriptLockForceRelease(t *testing.T) {
 		scZero(t, "re-enter")(scAcquire(rdb, l, "c1:1", 2, scLease))
 
 		_, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "notify"})
-		scScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish or spublish")
+		scScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish, spublish or both")
 		scWantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"})
@@ -1127,16 +1127,16 @@ func TestScriptFairSanity(t *testing.T) {
 		scScriptErr(t, "fair acquire wait 0", err, "fair_acquire", "wait_ms must be a positive integer")
 		_, err = generated.FairAcquire(context.Background(), rdb, bad.fairKeys(),
 			generated.FairAcquireArgs{LeaseMS: scLease, Field: "c1:1", WaitMS: scWait, Holds: 1, Publish: "x"})
-		scScriptErr(t, "fair acquire bad publish", err, "fair_acquire", "publish must be publish or spublish")
+		scScriptErr(t, "fair acquire bad publish", err, "fair_acquire", "publish must be publish, spublish or both")
 		_, err = generated.FairLeave(context.Background(), rdb, generated.FairLeaveKeys(bad.fairKeys()),
 			generated.FairLeaveArgs{Field: "c1:1", WaitMS: -1, Publish: "publish"})
 		scScriptErr(t, "fair leave wait -1", err, "fair_leave", "wait_ms must be a positive integer")
 		_, err = generated.FairRelease(context.Background(), rdb, bad.fairReleaseKeys("r"),
 			generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: ""})
-		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish or spublish")
+		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish, spublish or both")
 		_, err = generated.FairForceRelease(context.Background(), rdb, bad.fairForceKeys(),
 			generated.FairForceReleaseArgs{LatchMS: scLatchMS, WaitMS: scWait, Publish: "PUBLISH"})
-		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish or spublish")
+		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish, spublish or both")
 		scWantNoKeysLeft(t, rdb, bad.name)
 		scWantGone(t, rdb, bad.latch("r"))
 	})

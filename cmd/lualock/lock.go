@@ -51,9 +51,10 @@ type lockArgs struct {
 }
 
 func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lock", "[-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]", stderr)
+	fs := newFlagSet("lock", "[-addr URL] [-wait D] [-lease D] [-grace D] [-fair] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
 	var a lockArgs
 	addr := addrFlag(fs)
+	pubsub := newPubsubFlag(fs)
 	fs.Var(&a.wait, "wait", "give up when the lock is not obtained within `D` (0: one attempt; default: wait until obtained)")
 	fs.Var(&a.lease, "lease", "hold the lock with a fixed lease `D`, not renewed; the command is stopped if it runs longer (default: watchdog)")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command when the lock is lost")
@@ -88,7 +89,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usagef(stderr, "lock: bad -addr: %v", err)
 	}
-	copts, err := clientOptions()
+	copts, err := clientOptions(pubsub)
 	if err != nil {
 		return usagef(stderr, "lock: %v", err)
 	}

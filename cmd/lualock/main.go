@@ -6,9 +6,9 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+//	lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] [-pubsub KIND] NAME -- COMMAND [ARG...]
 //	lualock status [-addr URL] [-json] NAME
-//	lualock unlock -force [-addr URL] [-fair] NAME
+//	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //
 // See usageText below (or `lualock help`) for the flags, the environment
@@ -39,9 +39,9 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+  lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] [-pubsub KIND] NAME -- COMMAND [ARG...]
   lualock status [-addr URL] [-json] NAME
-  lualock unlock -force [-addr URL] [-fair] NAME
+  lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
   lualock help
 
 lualock takes the Redis lock NAME (a Redisson-compatible RLock or, with
@@ -87,6 +87,14 @@ flags:
   -fair       lock, unlock: NAME is a fair lock (FIFO queue of waiters,
               Redisson's RFairLock); status shows a fair lock's queue always.
   -json       status: print one JSON object instead of text.
+  -pubsub K   lock, unlock: the pub/sub kind of release messages: auto,
+              plain, sharded or both. Default: $LUALOCK_PUBSUB, else
+              auto, which is what Redisson 3.22 and later do: sharded
+              (SPUBLISH/SSUBSCRIBE) on a Redis Cluster, plain
+              (PUBLISH/SUBSCRIBE) otherwise. On a cluster shared with
+              Redisson before 3.22 use plain; with Redisson of both
+              kinds, both. A waiter on the wrong kind hears no release
+              and wakes only at its fallback timer, seconds later.
   -force      unlock: required; delete the lock whoever holds it.
 
 durations are Go durations: 300ms, 1.5s, 2m, 1h.
@@ -99,6 +107,8 @@ environment:
                           that dies without releasing blocks others for up
                           to this long; a short one detects a lost lock
                           sooner but renews more often.
+  LUALOCK_PUBSUB          default for -pubsub: auto, plain, sharded or
+                          both.
   LUALOCK_FAIR_WAIT       -fair: the wait budget of each waiter (at least
                           500ms). Default 5m, as Redisson's fair lock. A
                           waiter that dies while queued holds the queue up

@@ -22,6 +22,7 @@ const (
 	envRedisURL    = "REDIS_URL"
 	envWatchdog    = "LUALOCK_WATCHDOG_LEASE"
 	envFairWait    = "LUALOCK_FAIR_WAIT"
+	envPubSub      = "LUALOCK_PUBSUB"
 	connectTimeout = 5 * time.Second // first PING
 	releaseTimeout = 5 * time.Second // Unlock on the way out
 )
@@ -119,9 +120,46 @@ func connect(ctx context.Context, opts *redis.Options) (redis.UniversalClient, e
 	}), nil
 }
 
-// clientOptions reads the lualock.Options from the environment.
-func clientOptions() (lualock.Options, error) {
+// pubsubFlag is -pubsub: the kind of pub/sub (lualock.Options.PubSub),
+// default $LUALOCK_PUBSUB, else auto.
+type pubsubFlag struct {
+	mode lualock.PubSubMode
+	set  bool
+}
+
+func newPubsubFlag(fs *flag.FlagSet) *pubsubFlag {
+	p := &pubsubFlag{}
+	fs.Var(p, "pubsub", "pub/sub `kind` for release messages: auto, plain, sharded or both (default $"+envPubSub+", else auto)")
+	return p
+}
+
+func (p *pubsubFlag) String() string {
+	if p == nil || !p.set {
+		return ""
+	}
+	return p.mode.String()
+}
+
+func (p *pubsubFlag) Set(s string) error {
+	if err := p.mode.UnmarshalText([]byte(s)); err != nil {
+		return errors.New("want auto, plain, sharded or both")
+	}
+	p.set = true
+	return nil
+}
+
+// clientOptions reads the lualock.Options from the environment, and the
+// pub/sub kind from ps (-pubsub) when given.
+func clientOptions(ps *pubsubFlag) (lualock.Options, error) {
 	var o lualock.Options
+	if v := os.Getenv(envPubSub); v != "" {
+		if err := o.PubSub.UnmarshalText([]byte(v)); err != nil {
+			return o, fmt.Errorf("%s=%q: want auto, plain, sharded or both", envPubSub, v)
+		}
+	}
+	if ps != nil && ps.set {
+		o.PubSub = ps.mode
+	}
 	if v := os.Getenv(envWatchdog); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 3*time.Millisecond {

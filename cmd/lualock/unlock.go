@@ -10,8 +10,9 @@ import (
 )
 
 func runUnlock(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] NAME", stderr)
+	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] [-pubsub KIND] NAME", stderr)
 	addr := addrFlag(fs)
+	pubsub := newPubsubFlag(fs)
 	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
 	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter")
 	name, code := parseFlags(fs, args, stdout, nil)
@@ -26,6 +27,10 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
+	copts, err := clientOptions(pubsub)
+	if err != nil {
+		return usagef(stderr, "unlock: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
 	rdb, err := connect(ctx, opts)
@@ -33,7 +38,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, exitError, "%v", err)
 	}
 	defer rdb.Close()
-	client, err := lualock.New(rdb, lualock.Options{})
+	client, err := lualock.New(rdb, copts)
 	if err != nil {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
