@@ -129,6 +129,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
+	case superviseCmd:
+		return runSupervisor(rest)
 	case "lock":
 		return runLock(rest, stdin, stdout, stderr)
 	case "status":

@@ -336,7 +336,7 @@ func TestStatusJSON(t *testing.T) {
 	s.rdb.ZAdd(ctx, timeouts, redis.Z{Score: float64(now + 60000), Member: "c2:1"}, redis.Z{Score: float64(now + 120000), Member: "c3:1"})
 	defer s.rdb.Del(ctx, name, queue, timeouts)
 	st := s.status(t, name)
-	if !st.Locked || len(st.Holders) != 1 || st.Holders[0] != (holder{"c1:7", 2}) || *st.LeaseMS <= 15000 || *st.LeaseMS > 20000 {
+	if !st.Locked || len(st.Holders) != 1 || st.Holders[0].Field != "c1:7" || st.Holders[0].Holds != 2 || *st.LeaseMS <= 15000 || *st.LeaseMS > 20000 {
 		t.Errorf("holders/lease: %+v", st)
 	}
 	if len(st.Queue) != 2 || st.Queue[0].ID != "c2:1" || st.Queue[1].ID != "c3:1" ||

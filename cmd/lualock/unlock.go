@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/lualock/lualock"
 )
@@ -22,13 +23,16 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return usagef(stderr, "unlock: only the holder can release a lock normally (the holder's \"lualock lock\" releases it when its command exits); "+
 			"pass -force to delete lock %s whoever holds it", name)
 	}
-	opts, err := redisOptions(*addr)
+	if err := lualock.CheckName(name); err != nil {
+		return usagef(stderr, "unlock: %v", clean(err))
+	}
+	opts, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts)
+	rdb, err := connect(ctx, opts, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
