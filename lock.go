@@ -77,6 +77,7 @@ type Lock struct {
 	// lostWhileReleasing is a loss reported during that wait: the reply
 	// decides whether it stands.
 	lostWhileReleasing error
+	watcher            *holdWatcher // Options.WatchHolds: the hold listens on its channel
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -484,6 +485,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	l.holds, l.gen = want, gen
 	if want == 1 {
 		l.ctx, l.cancel, l.ended, l.unlockReq = nil, nil, nil, ""
+		l.watchHold(gen)
 	}
 	if lease == 0 {
 		l.stopExpiry()
@@ -539,6 +541,7 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 // its context. l.mu is held.
 func (l *Lock) finish(cause error) {
 	l.unlockReq = ""
+	l.unwatchHold()
 	l.stopExpiry()
 	if l.watched {
 		l.watched = false

@@ -842,3 +842,63 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// silentServer is a loopback listener that accepts connections and never
+// answers. It is closed when the test ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// -wait bounds everything from lualock's start to the lock, connecting
+// included: against a server that accepts and never answers, -wait 700ms
+// gives up after about 700ms.
+func TestWaitBoundsConnect(t *testing.T) {
+	s := newServer(t)
+	addr := silentServer(t)
+	for _, tc := range []struct {
+		args     []string
+		min, max time.Duration
+	}{
+		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500 * time.Millisecond},
+		{[]string{"-n"}, 0, connectTimeout + time.Second},
+	} {
+		args := append(append([]string{"lock", "-addr", addr}, tc.args...), "x", "--", "echo", "ran")
+		p, code := s.run(t, nil, args...)
+		t.Logf("%v: exit %d after %v: %s", tc.args, code, p.took, p.stderr.String())
+		if code != exitError || p.stdout.String() != "" || !strings.Contains(p.stderr.String(), "did not answer") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d", tc.args, code, p.stdout.String(), p.stderr.String(), exitError)
+		}
+		if p.took < tc.min || p.took > tc.max {
+			t.Errorf("%v: returned after %v, want %v..%v", tc.args, p.took, tc.min, tc.max)
+		}
+	}
+}

@@ -120,7 +120,7 @@ func connect(ctx context.Context, opts *redis.Options, deadline time.Time) (redi
 	defer cancel()
 	info, err := probe.Info(ctx, "cluster").Result()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && limit.Equal(deadline) {
+		if limit.Equal(deadline) && !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
 		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
@@ -145,7 +145,7 @@ func connect(ctx context.Context, opts *redis.Options, deadline time.Time) (redi
 
 // clientOptions reads the lualock.Options from the environment.
 func clientOptions() (lualock.Options, error) {
-	var o lualock.Options
+	o := lualock.Options{WatchHolds: true} // a force unlock stops the command at once
 	if v := os.Getenv(envWatchdog); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 3*time.Millisecond {
