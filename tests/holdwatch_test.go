@@ -205,6 +205,7 @@ func TestWatchHolds_cost(t *testing.T) {
 		}
 		// Lock/unlock round trips on distinct names, one goroutine.
 		const rounds = 2000
+		calls0 := hwCommandCalls(t, rdb)
 		start := time.Now()
 		for i := range rounds {
 			l := c.NewLock(prefix + "rt-" + strconv.Itoa(i))
@@ -215,7 +216,9 @@ func TestWatchHolds_cost(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("WatchHolds=%v: lock+unlock of a new name: %v per pair (%d pairs)", watch, time.Since(start)/rounds, rounds)
+		took := time.Since(start)
+		calls1 := hwCommandCalls(t, rdb)
+		t.Logf("WatchHolds=%v: lock+unlock of a new name: %v per pair, %.2f Redis commands per pair (%d pairs)", watch, took/rounds, float64(calls1-calls0)/rounds, rounds)
 	}
 	// The delay from force unlock to Done.
 	c := newWatchClient(t, rdb, true)
@@ -239,4 +242,25 @@ func TestWatchHolds_cost(t *testing.T) {
 	slices.Sort(delays)
 	t.Logf("force unlock -> Done: p50 %v, p99 %v, max %v (%d trials; the ForceUnlock round trip included)",
 		delays[len(delays)/2], delays[len(delays)*99/100], delays[len(delays)-1], len(delays))
+}
+
+// hwCommandCalls is the number of commands Redis has run (INFO commandstats),
+// minus the INFO calls themselves.
+func hwCommandCalls(t *testing.T, rdb redis.UniversalClient) int64 {
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(s, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		if !ok || strings.HasPrefix(rest, "info:") {
+			continue
+		}
+		_, v, _ := strings.Cut(rest, "calls=")
+		v, _, _ = strings.Cut(v, ",")
+		c, _ := strconv.ParseInt(v, 10, 64)
+		n += c
+	}
+	return n
 }
