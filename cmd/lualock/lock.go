@@ -283,9 +283,9 @@ func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *loc
 			case !ok:
 				// The supervisor died (killed from outside): take the
 				// command's group down ourselves.
-				sup.killGroup()
 				sup.close()
-				fmt.Fprintf(stderr, "lualock: the supervisor of %s died; its process group was killed\n", a.command[0])
+				sup.killTree()
+				fmt.Fprintf(stderr, "lualock: the supervisor of %s died; the command's processes were killed\n", a.command[0])
 				release(lock, a.name, stderr)
 				return exitError
 			case strings.HasPrefix(line, "exit "):

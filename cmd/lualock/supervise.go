@@ -78,6 +78,9 @@ func startSupervised(path string, argv, env []string, grace time.Duration, stdin
 		ctlW.Close()
 		return nil, exitError, err
 	}
+	// lualock is a subreaper too: should the supervisor be killed, what it
+	// leaves becomes lualock's, which kills it (killTree).
+	becomeSubreaper()
 	fg := foreground()
 	args := []string{self, superviseCmd, "-grace", grace.String()}
 	if fg {
@@ -152,11 +155,29 @@ func (s *supervisor) close() {
 	}
 }
 
-// killGroup is the holder's last resort when the supervisor died: SIGKILL to
-// the command's process group.
-func (s *supervisor) killGroup() {
-	if s.pgid > 1 {
-		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+// killTree is the holder's last resort when the supervisor died: SIGKILL
+// to the command's process group and, on Linux, to every process descended
+// from lualock (the supervisor's orphans became lualock's children), until
+// none is left or a second has passed.
+func (s *supervisor) killTree() {
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		left := false
+		if s.pgid > 1 && syscall.Kill(-s.pgid, syscall.SIGKILL) == nil {
+			left = true
+		}
+		for _, pid := range descendants(os.Getpid()) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			left = true
+		}
+		for { // reap the orphans
+			var ws syscall.WaitStatus
+			if pid, _ := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 {
+				break
+			}
+		}
+		if !left {
+			return
+		}
 	}
 }
 
