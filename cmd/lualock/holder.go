@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,11 +124,19 @@ func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lu
 	n := &waitNotice{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
-		last := ""
+		last, early := "", 0
 		for {
+			next := noticeEvery
 			st, err := readStatus(ctx, rdb, name)
 			if err == nil {
-				if msg, key := waitMessage(st, client.ID(), lock.Field(), fair); key != "" && key != last {
+				msg, key := waitMessage(st, client.ID(), lock.Field(), fair)
+				if strings.HasSuffix(key, unqueued) && early < 20 {
+					// A fair waiter not in the queue yet: look again soon
+					// (for a second at most), to tell its place.
+					early++
+					key, next = "", 50*time.Millisecond
+				}
+				if key != "" && key != last {
 					last = key
 					n.mu.Lock()
 					if ctx.Err() == nil {
@@ -137,7 +146,7 @@ func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lu
 					n.mu.Unlock()
 				}
 			}
-			t := time.NewTimer(noticeEvery)
+			t := time.NewTimer(next)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -173,15 +182,18 @@ func waitMessage(st *lockStatus, clientID, field string, fair bool) (msg, key st
 	msg = fmt.Sprintf("lualock: lock %s is held by %s, %s; waiting", st.Name, strings.Join(who, ", "), lease)
 	key = strings.Join(who, ",")
 	if fair {
-		for i, w := range st.Queue {
-			if w.ID == field {
-				msg += fmt.Sprintf(" (place %d of %d in the queue)", i+1, len(st.Queue))
-				key += fmt.Sprintf("|%d", i+1)
-			}
+		i := slices.IndexFunc(st.Queue, func(w waiter) bool { return w.ID == field })
+		if i < 0 {
+			return msg, key + unqueued
 		}
+		msg += fmt.Sprintf(" (place %d of %d in the queue)", i+1, len(st.Queue))
+		key += fmt.Sprintf("|%d", i+1)
 	}
 	return msg, key
 }
+
+// unqueued is waitMessage's key for a fair waiter not in the queue yet.
+const unqueued = "\x00unqueued"
 
 // describeHolder names a holder for people: the lualock process behind it
 // when it is one, else its owner field.

@@ -803,11 +803,25 @@ func TestUsage(t *testing.T) {
 		{[]string{"status", "a", "b"}, "want one NAME"},
 		{[]string{"unlock", "x"}, "only the holder can release a lock normally"},
 		{[]string{"unlock", "-force", ""}, "unlock: empty NAME"},
+		// Names the locks refuse are refused by every subcommand, status
+		// included, before anything reaches Redis.
+		{[]string{"status", "a{b"}, "status: invalid argument: lock name \"a{b\" has a brace but no hash tag"},
+		{[]string{"status", "-json", "a}b{"}, "has a brace but no hash tag"},
+		{[]string{"status", "{}"}, "has a brace but no hash tag"},
+		{[]string{"status", strings.Repeat("x", 64<<10+1)}, "at most 65536 allowed"},
+		{[]string{"unlock", "-force", "a{b"}, "has a brace but no hash tag"},
+		{[]string{"lock", "a{b", "--", "true"}, "has a brace but no hash tag"},
+		// -addr '' is refused, not taken as $REDIS_URL.
+		{[]string{"status", "-addr", "", "x"}, "empty address"},
+		{[]string{"lock", "-addr", "", "x", "--", "true"}, "empty address"},
+		{[]string{"unlock", "-force", "-addr", " ", "x"}, "empty address"},
+		{[]string{"lock", "-n", "-wait", "1s", "x", "--", "true"}, "-n and -wait 1s disagree"},
+		{[]string{"lock", "-E", "256", "x", "--", "true"}, "-E 256, want 0..255"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
-		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || (tc.args != nil && strings.Count(stderr.String(), "lualock: ") != 1) {
+			t.Errorf("%.200q: exit %d, stderr %.300q; want %d and one line with %q", tc.args, code, stderr.String(), exitUsage, tc.want)
 		}
 		if strings.Contains(stderr.String(), "secret") {
 			t.Errorf("%q: stderr shows the password: %q", tc.args, stderr.String())
@@ -828,8 +842,8 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q", args, code, stdout.String())
 		}
 	}
-	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force",
-		"REDIS_URL", envWatchdog, "exit status", "\n  3 ", "\n  4 ", "128+N"} {
+	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force", "-q", "-n", "-E N",
+		"REDIS_URL", envWatchdog, envName, envHolder, envLease, holderPrefix, "exit status", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  126 ", "\n  127 ", "128+N"} {
 		if !strings.Contains(usageText, want) {
 			t.Errorf("usage text lacks %q", want)
 		}
