@@ -505,3 +505,23 @@ func TestWaitPausedRedis(t *testing.T) {
 		t.Error("the lock was taken after lualock gave up")
 	}
 }
+
+// A signal to lualock reaches the command's whole group, grandchildren
+// included, not only the direct child.
+func TestSignalReachesGroup(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	gc := filepath.Join(t.TempDir(), "gc")
+	// The shell survives SIGTERM (a trap) and exits 0 once its grandchild
+	// is gone.
+	p := s.start(t, nil, "lock", name, "--", "sh", "-c",
+		`trap : TERM; sleep 60 & echo $! > "$1"; while kill -0 $! 2>/dev/null; do sleep 0.02; done; echo gc-gone`, "sh", gc)
+	pid := readPIDs(t, gc)[0]
+	p.signal(t, syscall.SIGTERM) // lualock's pid only
+	if code := p.wait(t, 5*time.Second); code != 0 || p.stdout.String() != "gc-gone\n" {
+		t.Errorf("exit %d, stdout %q; want 0 and gc-gone", code, p.stdout.String())
+	}
+	if procAlive(pid) {
+		t.Errorf("grandchild %d survived the forwarded SIGTERM", pid)
+	}
+}
