@@ -247,8 +247,11 @@ func runSupervisor(args []string) int {
 	// Phases: running; stopping (TERM sent, KILL at killAt); killing (KILL
 	// until nothing is left). The command exiting while running starts
 	// stopping for what it left behind.
-	tick := time.NewTicker(10 * time.Millisecond)
+	// SIGCHLD reports the command's end; the ticker is a safety net while
+	// it runs, and paces the clean-up after.
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	cleaning := false
 	var killAt time.Time
 	stopping, killing, orphaned := false, false, false
 	stop := func() {
@@ -292,6 +295,10 @@ func runSupervisor(args []string) int {
 		}
 		if killing {
 			sv.signalAll(syscall.SIGKILL)
+		}
+		if !cleaning && (stopping || killing || sv.status >= 0) {
+			cleaning = true
+			tick.Reset(10 * time.Millisecond)
 		}
 		if sv.status >= 0 && !sv.alive() {
 			break
