@@ -43,7 +43,10 @@
 // whole lease. A hold's Context (and Done) ends when that is found, with
 // ErrLockLost as its cause (see context.Cause); after a normal Unlock the
 // cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
-// when the lock is lost.
+// when the lock is lost. A loss is found by the watchdog's renewals (every
+// WatchdogLease/3) or, for a fixed lease, when it runs out; with
+// Options.WatchHolds a force unlock is heard at once, from the message it
+// publishes on the lock's channel.
 //
 // # What a Redis lock cannot promise
 //

@@ -673,7 +673,9 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
-// lost at their next renewal; this handle's own hold ends with ErrNotHeld.
+// lost at their next renewal, or within milliseconds when their client has
+// Options.WatchHolds (it publishes on the lock's channel, for the fair lock
+// too); this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
 // It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
