@@ -106,7 +106,9 @@ subcommands:
            deadline_ms, remaining_ms}] (deadline_ms in Unix ms;
            remaining_ms from server_time_ms, the server's TIME),
            server_time_ms.
-  unlock   with -force, delete NAME whoever holds it and wake a waiter.
+  unlock   with -force, delete NAME whoever holds it and wake a waiter
+           (for a fair lock, the head of its queue: -fair, or found out
+           when NAME has a queue).
            Only the holder can release a lock normally: for a lock taken by
            "lualock lock", that happens when its command exits.
   help     print this text.
@@ -132,8 +134,9 @@ flags:
               (LUALOCK_WATCHDOG_LEASE) as long as the command runs.
   -grace D    lock: time between SIGTERM and SIGKILL when the lock is lost,
               and for what the command left running. Default 10s.
-  -fair       lock, unlock: NAME is a fair lock (FIFO queue of waiters,
-              Redisson's RFairLock). status: accepted, unnecessary.
+  -fair       lock: NAME is a fair lock (FIFO queue of waiters, Redisson's
+              RFairLock). unlock: the same, found out from the queue when
+              not given. status: accepted, unnecessary.
   -q          lock: say nothing on stderr while waiting.
   -E N        lock: exit status when NAME is not obtained within -wait
               (0..255). Default 4.

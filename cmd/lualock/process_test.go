@@ -525,3 +525,28 @@ func TestSignalReachesGroup(t *testing.T) {
 		t.Errorf("grandchild %d survived the forwarded SIGTERM", pid)
 	}
 }
+
+// unlock -force finds out that NAME is a fair lock (it has a queue) and
+// wakes the head of the queue without being told -fair.
+func TestUnlockFairWithoutFlag(t *testing.T) {
+	s := newServer(t)
+	name := lockName(t)
+	ready := readyFile(t)
+	holder := s.start(t, nil, append([]string{"lock", "-fair", name, "--"}, append(trapTerm, ready)...)...)
+	waitFile(t, ready)
+	waiter := s.start(t, nil, "lock", "-fair", "-q", name, "--", "echo", "ran")
+	waitFor(t, "waiter queued", 10*time.Second, func() bool {
+		return s.rdb.LLen(context.Background(), tag(queuePrefix, name)).Val() == 1
+	})
+	if p, code := s.run(t, nil, "unlock", "-force", name); code != 0 {
+		t.Fatalf("unlock -force: exit %d: %s", code, p.stderr.String())
+	}
+	start := time.Now()
+	if code := waiter.wait(t, 10*time.Second); code != 0 || waiter.stdout.String() != "ran\n" {
+		t.Fatalf("waiter exit %d, stdout %q", code, waiter.stdout.String())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the waiter got the lock %v after the force unlock, want it woken at once", took)
+	}
+	holder.wait(t, 5*time.Second)
+}

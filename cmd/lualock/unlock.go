@@ -14,7 +14,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] NAME", stderr)
 	addr := addrFlag(fs)
 	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
-	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter")
+	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter (default: when NAME has a queue)")
 	name, code := parseFlags(fs, args, stdout, nil)
 	if code >= 0 {
 		return code
@@ -42,6 +42,14 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
 	defer client.Close()
+	if !*fair {
+		// A fair lock has a queue: wake its head as the fair release does.
+		n, err := rdb.Exists(ctx, tag(queuePrefix, name)).Result()
+		if err != nil {
+			return errorf(stderr, exitError, "%v", err)
+		}
+		*fair = n == 1
+	}
 	lock := newLock(client, name, *fair)
 	deleted, err := lock.ForceUnlock(ctx)
 	switch {
