@@ -915,3 +915,23 @@ func TestWaitBoundsConnect(t *testing.T) {
 		}
 	}
 }
+
+// The README's exit status table and the help's list the same statuses.
+func TestExitTableInREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip(err)
+	}
+	readme := string(b)
+	for _, code := range []string{"0..255", "0", "1", "2", "3", "4", "126", "127", "128+N"} {
+		if !strings.Contains(usageText, "\n  "+code+" ") {
+			t.Errorf("help lacks exit status %s", code)
+		}
+		if !strings.Contains(readme, "\n| "+code+" | ") {
+			t.Errorf("README's table lacks exit status %s", code)
+		}
+	}
+	if strings.Count(readme, "| exit status | meaning |") != 1 {
+		t.Error("README should have one exit status table")
+	}
+}
