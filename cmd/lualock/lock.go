@@ -124,12 +124,6 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return errorf(stderr, exitCannotExec, "%s: %v", a.command[0], errors.Unwrap(err))
 	}
 
-	// From here on the signals are ours: they stop the wait, or go to the
-	// command. Before, their default action ends lualock, holding nothing.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-
 	// Everything up to the lock, connecting included, fits in -wait.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -154,6 +148,11 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
 	lock := newLock(client, a.name, a.fair)
+	// From here on the signals are ours: they stop the wait, or go to the
+	// command. Before, their default action ends lualock, holding nothing.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
 	code, leave := acquire(ctx, rdb, client, lock, &a, deadline, sigs, stderr)
 	if leave {
 		// Redis did not answer within -wait: do not stay for the clean-up
