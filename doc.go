@@ -46,7 +46,10 @@
 // whole lease. A hold's Context (and Done) ends when that is found, with
 // ErrLockLost as its cause (see context.Cause); after a normal Unlock the
 // cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
-// when the lock is lost.
+// when the lock is lost. A loss is found by the watchdog's renewals (every
+// WatchdogLease/3) or, for a fixed lease, when it runs out; with
+// Options.WatchHolds a force unlock is heard at once, from the message it
+// publishes on the lock's channel.
 //
 // The end of a lease is signalled early, by a margin of 1% of the lease
 // plus 2ms (Redlock's allowance; 302ms for the default 30s): a hold whose

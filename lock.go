@@ -77,6 +77,7 @@ type Lock struct {
 	// lostWhileReleasing is a loss reported during that wait: the reply
 	// decides whether it stands.
 	lostWhileReleasing error
+	watcher            *holdWatcher // Options.WatchHolds: the hold listens on its channel
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -493,6 +494,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	l.holds, l.gen = want, gen
 	if want == 1 {
 		l.ctx, l.cancel, l.ended, l.unlockReq = nil, nil, nil, ""
+		l.watchHold(gen)
 	}
 	if lease == 0 {
 		l.stopExpiry()
@@ -579,6 +581,7 @@ func (l *Lock) expired(gen uint64, cause error) {
 // its context. l.mu is held.
 func (l *Lock) finish(cause error) {
 	l.unlockReq = ""
+	l.unwatchHold()
 	l.stopExpiry()
 	if l.watched {
 		l.watched = false
@@ -793,7 +796,9 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
-// lost at their next renewal; this handle's own hold ends with ErrNotHeld.
+// lost at their next renewal, or within milliseconds when their client has
+// Options.WatchHolds (it publishes on the lock's channel, for the fair lock
+// too); this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
 // It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when

@@ -110,6 +110,20 @@ type Options struct {
 	// not close it. Default nil: the redis client runs them.
 	Scripter redis.Scripter
 
+	// WatchHolds makes every held lock listen on its lock's channel while
+	// it is held, so that a force release (ForceUnlock, Redisson's
+	// forceUnlock) ends the hold's Context with ErrLockLost within
+	// milliseconds instead of at the next renewal (WatchdogLease/3 later; for
+	// a fixed lease, not before the lease runs out). It costs one channel
+	// subscription per held lock name on the shared pub/sub connection
+	// (SUBSCRIBE when a hold begins, UNSUBSCRIBE SubscriptionLinger after it
+	// ends) and one HEXISTS per message heard while held. Redisson's
+	// forceUnlock of a fair lock publishes only to the head of its queue, so
+	// a fair hold hears this package's ForceUnlock but not Redisson's. See
+	// the README (Losing a lock) for the figures behind the default.
+	// Default false.
+	WatchHolds bool
+
 	// ClientID is the client id C of the owner fields C:H. Default: a random
 	// UUID v4. Set it only to recognise a process's holds from outside; two
 	// live clients must never share one.

@@ -83,6 +83,9 @@ type chanSub struct {
 	ceil      time.Duration // the longest timer its waiters asked for
 	linger    *time.Timer   // unsubscribes a channel left without waiters
 	pending   bool          // a message came while no waiter listened
+	// watchers are held locks listening for a force release (see
+	// holdwatch.go): every message reaches all of them.
+	watchers []*holdWatcher
 }
 
 // subscription is one waiter's interest in a channel.
@@ -515,6 +518,7 @@ func (s *subscriber) confirmed(conn *psConn, channel string) {
 	for _, w := range cs.waiters {
 		w.signal()
 	}
+	notifyWatchers(cs.watchers)
 	if len(cs.waiters) == 0 {
 		cs.pending = true // for the next waiter of a lingering channel
 	}
@@ -523,9 +527,14 @@ func (s *subscriber) confirmed(conn *psConn, channel string) {
 func (s *subscriber) message(channel string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cs := s.chans[channel]; cs != nil && !cs.wakeOne() && len(cs.waiters) == 0 {
+	cs := s.chans[channel]
+	if cs == nil || s.closed {
+		return
+	}
+	if !cs.wakeOne() && len(cs.waiters) == 0 {
 		cs.pending = true
 	}
+	notifyWatchers(cs.watchers)
 }
 
 // wakeOne wakes the longest-idle waiter that has no wake-up pending and
@@ -627,7 +636,14 @@ func (w *subscription) release(acquired bool, lease time.Duration) {
 	if s.closed {
 		return
 	}
-	if len(cs.waiters) > 0 {
+	if len(cs.waiters) > 0 || len(cs.watchers) > 0 {
+		if len(cs.waiters) == 0 {
+			if cs.timer != nil { // the watchers need no timer
+				cs.timer.Stop()
+				cs.timer = nil
+			}
+			return
+		}
 		d := cs.ceil
 		if acquired {
 			d = min(lease+time.Millisecond, cs.ceil)
@@ -637,16 +653,22 @@ func (w *subscription) release(acquired bool, lease time.Duration) {
 		}
 		return
 	}
+	s.idle(cs, acquired)
+}
+
+// idle drops a channel left without waiters or watchers: at once or, when
+// linger is set, after Options.SubscriptionLinger. s.mu is held.
+func (s *subscriber) idle(cs *chanSub, linger bool) {
 	if cs.timer != nil {
 		cs.timer.Stop()
 		cs.timer = nil
 	}
-	if linger := s.c.cfg.SubscriptionLinger; acquired && linger > 0 {
+	if d := s.c.cfg.SubscriptionLinger; linger && d > 0 {
 		var t *time.Timer
-		t = time.AfterFunc(linger, func() {
+		t = time.AfterFunc(d, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if cs.linger == t && len(cs.waiters) == 0 && !s.closed {
+			if cs.linger == t && len(cs.waiters) == 0 && len(cs.watchers) == 0 && !s.closed {
 				cs.linger = nil
 				s.unsubscribe(cs)
 			}

@@ -1,4 +1,8 @@
 -- Deletes the fair lock whoever holds it, and wakes the head of the queue.
+-- It also publishes on the lock's channel, which no fair waiter listens to
+-- but a holder with Options.WatchHolds does: so the holder learns at once
+-- that its lock is gone (Redisson's own fair force unlock only notifies the
+-- head of the queue).
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see
@@ -8,7 +12,7 @@
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
 -- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
--- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @key    channel   the lock's channel (holders listen); a waiter's own channel is channel:field
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
@@ -66,6 +70,9 @@ while true do
 end
 
 local deleted = redis.call('del', lock) == 1
+if deleted then
+  redis.call(publish, channel, 0)
+end
 local head = redis.call('lindex', queue, 0)
 if head then
   local deadline = tonumber(redis.call('zscore', timeouts, head))

@@ -1100,13 +1100,14 @@ func TestScriptFairSanity(t *testing.T) {
 		scWantLatch(t, rdb, l.latch("req-2"), "0")
 		scWantMessages(t, rdb, ps, false, l.channel)
 
-		// Force release: true, lock gone, the head (c4) woken.
+		// Force release: true, lock gone, the holder told on the lock's
+		// channel (for Options.WatchHolds), the head (c4) woken.
 		ok, err = scFairForce(rdb, l)
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
 		scWantGone(t, rdb, l.name)
-		scWantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c4:1")+"=0")
+		scWantMessages(t, rdb, ps, false, l.channel, l.channel+"=0", l.waiterChannel("c4:1")+"=0")
 		scWantList(t, rdb, l.queue, "c4:1")
 
 		// c4 leaves; then force release finds nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/lualock/lualock"
 )
@@ -14,7 +15,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
 	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
-	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter")
+	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter (default: when NAME has a queue)")
 	name, code := parseFlags(fs, args, stdout, nil)
 	if code >= 0 {
 		return code
@@ -23,7 +24,10 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return usagef(stderr, "unlock: only the holder can release a lock normally (the holder's \"lualock lock\" releases it when its command exits); "+
 			"pass -force to delete lock %s whoever holds it", name)
 	}
-	opts, err := redisOptions(*addr)
+	if err := lualock.CheckName(name); err != nil {
+		return usagef(stderr, "unlock: %v", clean(err))
+	}
+	opts, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
@@ -33,7 +37,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts)
+	rdb, err := connect(ctx, opts, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
@@ -43,6 +47,14 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
 	defer client.Close()
+	if !*fair {
+		// A fair lock has a queue: wake its head as the fair release does.
+		n, err := rdb.Exists(ctx, tag(queuePrefix, name)).Result()
+		if err != nil {
+			return errorf(stderr, exitError, "%v", err)
+		}
+		*fair = n == 1
+	}
 	lock := newLock(client, name, *fair)
 	deleted, err := lock.ForceUnlock(ctx)
 	switch {
