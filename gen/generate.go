@@ -61,6 +61,15 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // severity it returns a *DiagnosticsError and no files. The output depends
 // on nothing but the input: same scripts, same bytes.
 func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
+	files, _, err := GenerateLint(fsys, cfg)
+	return files, err
+}
+
+// GenerateLint is Generate that also returns every finding of Lint, so
+// that a caller that shows the warnings lints once: on success the
+// findings are warnings only; on findings of Error severity the error is a
+// *DiagnosticsError carrying the same findings.
+func GenerateLint(fsys fs.FS, cfg Config) (map[string][]byte, []Diagnostic, error) {
 	cfg = cfg.withDefaults()
 	scripts, diags := Parse(fsys, cfg)
 	for _, s := range scripts {
@@ -68,11 +77,20 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 	}
 	SortDiagnostics(diags)
 	if HasErrors(diags) {
-		return nil, &DiagnosticsError{Diagnostics: diags}
+		return nil, diags, &DiagnosticsError{Diagnostics: diags}
 	}
 	if err := CheckPackageName(cfg.Package); err != nil {
-		return nil, err
+		return nil, diags, err
 	}
+	files, err := render(cfg, scripts)
+	if err != nil {
+		return nil, diags, err
+	}
+	return files, diags, nil
+}
+
+// render renders the package of scripts that passed lint.
+func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	slices.SortFunc(scripts, func(a, b *Script) int { return strings.Compare(a.Name, b.Name) })
 
 	out := map[string][]byte{}
@@ -83,7 +101,7 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 		d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
 		d.fill(conv)
 		name := OutputName(s.File)
-		b, err := render("script.go.tmpl", name, d)
+		b, err := renderFile("script.go.tmpl", name, d)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +117,7 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 	for _, name := range names {
 		convs = append(convs, composed[name])
 	}
-	b, err := render("shared.go.tmpl", SharedFile, sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: scripts, Converters: convs})
+	b, err := renderFile("shared.go.tmpl", SharedFile, sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: scripts, Converters: convs})
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +256,7 @@ func lowerFirst(s string) string {
 	return string(unicode.ToLower(r)) + s[n:]
 }
 
-func render(tmpl, name string, data any) ([]byte, error) {
+func renderFile(tmpl, name string, data any) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, tmpl, data); err != nil {
 		return nil, fmt.Errorf("render %s: %w", name, err)

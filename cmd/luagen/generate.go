@@ -16,19 +16,10 @@ import (
 // render lints the scripts, printing every finding, and generates the files
 // in memory. It returns the files, or nil and the exit status.
 func (c *cli) render(w *workspace) (map[string][]byte, int) {
-	// gen.Generate returns no diagnostics on success, so lint first to show
-	// the warnings; Generate lints again.
-	ds := gen.Lint(w.fsys, w.cfg)
+	files, ds, err := gen.GenerateLint(w.fsys, w.cfg)
 	c.printDiags(w, ds)
 	if gen.HasErrors(ds) {
 		c.errorf("%s", summary(ds))
-		return nil, 1
-	}
-	files, err := gen.Generate(w.fsys, w.cfg)
-	if de := (*gen.DiagnosticsError)(nil); errors.As(err, &de) {
-		// The scripts changed between Lint and Generate.
-		c.printDiags(w, de.Diagnostics)
-		c.errorf("%s", summary(de.Diagnostics))
 		return nil, 1
 	}
 	if err != nil {
