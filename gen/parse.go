@@ -123,9 +123,9 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		return nil, diags
 	}
 	sum := sha1.Sum(src)
-	base := strings.TrimSuffix(path.Base(file), ".lua")
+	name, keyCount := scriptName(strings.TrimSuffix(path.Base(file), ".lua"))
 	s := &Script{
-		Name:    base,
+		Name:    name,
 		File:    file,
 		Source:  src,
 		SHA1:    hex.EncodeToString(sum[:]),
@@ -195,6 +195,9 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		parseTag(s, n, m[1], strings.TrimSpace(m[2]), add)
 	}
 	s.Doc = trimDoc(s.Doc)
+	if keyCount >= 0 && s.nameLine == 0 && len(s.Keys) > 0 && !s.VariadicKeys() && !s.badParams && len(s.Keys) != keyCount {
+		add(s.Keys[0].Line, RuleHeader, "the file name says %d keys (-%d.lua) but the header declares %d @key", keyCount, keyCount, len(s.Keys))
+	}
 	if s.ReadOnly && s.Shebang != "" && !shebangFlag(s.Shebang, "no-writes") {
 		add(s.roLine, RuleShebang, "@flag read-only needs flags=no-writes on the #!lua line: Redis refuses EVALSHA_RO for a script with a shebang that may write")
 	}
@@ -398,6 +401,36 @@ func shebangFlag(line, flag string) bool {
 	return false
 }
 
+// fileNameCount is a trailing "-N" of a file's base name: the number of
+// keys the script takes, as some projects write it (moveToFinished-14.lua).
+var fileNameCount = regexp.MustCompile(`-([0-9]+)$`)
+
+// scriptName derives a script's name from its file's base name: a trailing
+// "-N" key count is dropped (and returned; -1 when there is none), and each
+// run of "-" or "." becomes "_", so add-job.lua and moveToFinished-14.lua
+// give add_job and moveToFinished, Go names AddJob and MoveToFinished.
+func scriptName(base string) (string, int) {
+	count := -1
+	if m := fileNameCount.FindStringSubmatchIndex(base); m != nil && m[0] > 0 {
+		count, _ = strconv.Atoi(base[m[2]:m[3]])
+		base = base[:m[0]]
+	}
+	var b strings.Builder
+	sep := false
+	for _, r := range base {
+		if r == '-' || r == '.' {
+			sep = true
+			continue
+		}
+		if sep && b.Len() > 0 {
+			b.WriteByte('_')
+		}
+		sep = false
+		b.WriteRune(r)
+	}
+	return b.String(), count
+}
+
 // reserved are the names of the shared generated file.
 var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true}
 
@@ -417,6 +450,11 @@ func checkNames(scripts []*Script) []Diagnostic {
 			continue
 		}
 		s.GoName = GoName(s.Name)
+		if slices.ContainsFunc(s.identifiers(), func(id string) bool { return reserved[id] }) {
+			// retry.lua would declare Retry, which the shared file
+			// declares: its names take the suffix Lua (RetryLua).
+			s.GoName += "Lua"
+		}
 		ids := s.identifiers()
 		if d, ok := clash(s, ids, owner, line); ok {
 			diags = append(diags, d) // one finding per script, not one per name
@@ -429,15 +467,10 @@ func checkNames(scripts []*Script) []Diagnostic {
 	return diags
 }
 
-// clash finds the first of ids that the shared file or an earlier script
-// declares.
+// clash finds the first of ids that an earlier script declares.
 func clash(s *Script, ids []string, owner map[string]*Script, line int) (Diagnostic, bool) {
 	for _, id := range ids {
 		d := Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate}
-		if reserved[id] {
-			d.Message = fmt.Sprintf("script %s would declare %s, which the shared generated file declares: rename it", s.Name, id)
-			return d, true
-		}
 		if o, ok := owner[id]; ok {
 			d.Message = fmt.Sprintf("script %s and %s (%s) both declare the Go name %s: rename one", s.Name, o.Name, o.File, id)
 			return d, true
