@@ -28,7 +28,7 @@ func lintScript(s *Script) []Diagnostic {
 		if d.Rule != RuleSyntax && s.silenced(d.Line, d.Rule) {
 			continue
 		}
-		out = append(out, d)
+		out = append(out, s.place(d))
 	}
 	return out
 }

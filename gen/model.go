@@ -93,7 +93,7 @@ type Script struct {
 	Name       string   // snake_case script name: @name, or the file's base name
 	GoName     string   // exported Go name derived from Name
 	File       string   // path of the file, Config.Src joined with its name
-	Source     []byte   // the file, byte for byte
+	Source     []byte   // the file, byte for byte, with its includes expanded
 	SHA1       string   // hex SHA1 of Source, what EVALSHA takes
 	Doc        []string // free text of the header, one entry per line ("" separates paragraphs)
 	Keys       []Param
@@ -105,6 +105,7 @@ type Script struct {
 	HeaderEnd  int // last line of the header comment block
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
+	origins   []origin         // where each line of Source was written; nil without includes
 	nameLine  int
 	roLine    int  // line of @flag read-only
 	returnSet bool // @return was declared (even if it was rejected)

@@ -74,7 +74,22 @@ func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
 			diags = append(diags, Diagnostic{File: file, Rule: RuleFolder, Message: err.Error()})
 			continue
 		}
-		s, ds := parseScript(file, src)
+		if !utf8.Valid(src) {
+			s, ds := parseScript(file, src) // the encoding finding
+			diags = append(diags, ds...)
+			if s != nil {
+				scripts = append(scripts, s)
+			}
+			continue
+		}
+		src, origins, idiags := expandIncludes(fsys, file, src)
+		diags = append(diags, idiags...)
+		s, ds := parseScriptAt(file, src, origins)
+		if s != nil {
+			for i := range ds {
+				ds[i] = s.place(ds[i])
+			}
+		}
 		diags = append(diags, ds...)
 		if s != nil {
 			scripts = append(scripts, s)
@@ -107,6 +122,12 @@ func unsafePath(p string) string {
 // parseScript reads the header of one file. It returns nil when the file
 // cannot be a script at all (not UTF-8).
 func parseScript(file string, src []byte) (*Script, []Diagnostic) {
+	return parseScriptAt(file, src, nil)
+}
+
+// parseScriptAt is parseScript for a text expanded from includes, whose
+// lines were written where origins says (nil: all in file).
+func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagnostic) {
 	var diags []Diagnostic
 	add := func(line int, rule, format string, a ...any) {
 		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
@@ -130,6 +151,7 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		Source:  src,
 		SHA1:    hex.EncodeToString(sum[:]),
 		ignores: map[int][]string{},
+		origins: origins,
 	}
 	text := string(src)
 	if i := strings.IndexByte(text, '\r'); i >= 0 {
@@ -173,8 +195,8 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 			}
 		}
 		isComment := strings.HasPrefix(line, "--") && !strings.HasPrefix(line, "--[[") && !strings.HasPrefix(line, "--[=")
-		if inHeader && !(isComment || line == "") {
-			inHeader = false
+		if inHeader && (!(isComment || line == "") || s.included(n)) {
+			inHeader = false // an included file's comments are no part of the header
 		}
 		m := tagLine.FindStringSubmatch(line)
 		if !inHeader {
@@ -235,7 +257,7 @@ func ignoredRules(line string, m []int, report func(col int, format string, a ..
 }
 
 // unsilenceable are the rules whose findings luagen:ignore cannot drop.
-var unsilenceable = []string{RuleSyntax, RuleFolder, RuleEncoding, RuleCRLF, RuleHeader, RuleName, RuleDuplicate, RuleShebang}
+var unsilenceable = []string{RuleSyntax, RuleFolder, RuleEncoding, RuleCRLF, RuleHeader, RuleName, RuleDuplicate, RuleShebang, RuleInclude}
 
 // silenceable lists, in the order of Rules, the rules luagen:ignore drops.
 func silenceable() []string {
@@ -344,6 +366,8 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 				add(n, RuleHeader, "unknown flag %q (known: %s)", f, strings.Join(flagNames, ", "))
 			}
 		}
+	case "include":
+		// A directive expandIncludes did not take: it reported it.
 	default:
 		add(n, RuleHeader, "unknown annotation @%s (known: @%s)", tag, strings.Join(knownTags, " @"))
 	}
