@@ -73,7 +73,7 @@ func GenerateLint(fsys fs.FS, cfg Config) (map[string][]byte, []Diagnostic, erro
 	cfg = cfg.withDefaults()
 	scripts, diags := Parse(fsys, cfg)
 	for _, s := range scripts {
-		diags = append(diags, lintScript(s)...)
+		diags = append(diags, lintScript(s, cfg)...)
 	}
 	SortDiagnostics(diags)
 	if HasErrors(diags) {

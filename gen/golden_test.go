@@ -27,7 +27,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the want/ sections of gen/testdata/*.txtar with the current output")
 
-// goldenConfig is the Config of every golden case.
+// goldenConfig is the Config of every golden case, with the settings of
+// its luagen.json when it has one.
 var goldenConfig = Config{Src: "lua", Package: "generated"}
 
 // TestGolden runs Lint and Generate on every testdata/*.txtar archive (see
@@ -122,6 +123,15 @@ func goldenCase(t *testing.T, file string) map[string][]byte {
 	fsys, err := txtar.FS(a)
 	if err != nil {
 		t.Fatal(err)
+	}
+	goldenConfig := goldenConfig
+	if b, err := fs.ReadFile(fsys, ConfigFileName); err == nil {
+		// A case with a luagen.json at its root runs with its settings.
+		fc, err := LoadFileConfig(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goldenConfig = goldenConfig.FromFile(fc)
 	}
 	diags := Lint(fsys, goldenConfig)
 	if !slices.IsSortedFunc(diags, compareDiagnostics) {

@@ -106,7 +106,7 @@ var forbidden = map[string]string{
 
 // lintAST parses the script with gopher-lua and runs the AST rules on it. A
 // script that does not parse gets a single syntax finding.
-func lintAST(s *Script) []Diagnostic {
+func lintAST(s *Script, cfg Config) []Diagnostic {
 	src := luaLines(s.Source)
 	if s.Shebang != "" {
 		// Blank the #! line but keep its line break, so lines stay numbered,
@@ -140,11 +140,12 @@ func lintAST(s *Script) []Diagnostic {
 	var prior map[[2]int]valInfo
 	for {
 		l := newLinter(s, src, toks)
+		l.prefixes = prefixPositions(s, cfg.KeyPrefixArgs)
 		l.prior = prior
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
+			seen[[2]int{v.line, v.col}] = valInfo{prefix: v.prefix, keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
 			SortDiagnostics(l.diags)

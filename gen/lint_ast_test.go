@@ -30,7 +30,7 @@ func lintSource(t *testing.T, src string) []Diagnostic {
 	for _, d := range ds {
 		t.Fatalf("header finding in the test script: %v", d)
 	}
-	return lintAST(s)
+	return lintAST(s, Config{})
 }
 
 // brief formats findings as "rule line:col", in order.
@@ -465,7 +465,7 @@ func FuzzLintAST(f *testing.F) {
 			return
 		}
 		lines := strings.Count(string(luaLines(src)), "\n") + 1 // as Lua counts them
-		for _, d := range lintAST(s) {
+		for _, d := range lintAST(s, Config{}) {
 			if d.Line < 1 || d.Line > lines || d.Col < 1 {
 				t.Errorf("bad position %v in a file of %d lines", d, lines)
 			}
@@ -483,7 +483,7 @@ func TestLineBreaksAsLua(t *testing.T) {
 		if s == nil {
 			t.Fatalf("break %q: no script", br)
 		}
-		got := brief(lintAST(s))
+		got := brief(lintAST(s, Config{}))
 		if want := []string{"undefined-global 4:13"}; !slices.Equal(got, want) {
 			t.Errorf("break %q: findings %v, want %v", br, got, want)
 		}
@@ -508,7 +508,7 @@ func TestShebangEndsAtLF(t *testing.T) {
 	if s == nil || len(ds) != 1 || ds[0].Rule != RuleCRLF || ds[0].Line != 1 {
 		t.Fatalf("shebang ended by \\n\\r: findings %v, want only the crlf warning on line 1", ds)
 	}
-	if got, want := brief(lintAST(s)), []string{"undefined-global 4:38"}; !slices.Equal(got, want) {
+	if got, want := brief(lintAST(s, Config{})), []string{"undefined-global 4:38"}; !slices.Equal(got, want) {
 		t.Errorf("shebang ended by \\n\\r: findings %v, want %v", got, want)
 	}
 }

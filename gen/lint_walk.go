@@ -83,6 +83,8 @@ type lvar struct {
 	// value.
 	kvList bool
 	kvOdd  bool
+	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
+	prefix bool
 }
 
 // fnInfo is what the walk learns of a function body.
@@ -116,6 +118,8 @@ type valInfo struct {
 	alias  string
 	kvList bool
 	kvOdd  bool
+	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
+	prefix bool
 }
 
 // maxLits bounds a literal set: past it the local is taken as unknown, which
@@ -157,6 +161,8 @@ type linter struct {
 	// noWrites names what makes the script read-only ("@flag read-only",
 	// "flags=no-writes"), "" when it may write.
 	noWrites string
+	// prefixes are the ARGV positions that carry a key prefix.
+	prefixes map[int]bool
 	// prior holds, per local (by its declaration's line and column), what
 	// the previous pass found of every value assigned to it anywhere: the
 	// alias tracking then sees assignments that come later in the source
@@ -266,12 +272,12 @@ func (l *linter) lookup(name string) *lvar {
 // declare brings a local into the current scope, warning when it shadows or
 // redeclares another.
 func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
-	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true, kvList: true}
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true, kvList: true, prefix: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi
+		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi, v.prefix = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi, p.prefix
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -323,6 +329,7 @@ func (v *lvar) merge(val valInfo) {
 	v.keysTable = v.keysTable && val.keysTable
 	v.keysList = v.keysList && val.keysList
 	v.kvList = v.kvList && val.kvList
+	v.prefix = v.prefix && val.prefix
 	if val.kvList {
 		v.kvOdd = val.kvOdd
 	}
@@ -670,7 +677,7 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 			alias, _ := l.aliasOf(exprs[i])
 			kv, odd := l.isKVList(exprs[i])
 			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), keysList: l.isKeysList(exprs[i]),
-				litsOnly: only, lits: lits, alias: alias, kvList: kv, kvOdd: odd}
+				litsOnly: only, lits: lits, alias: alias, kvList: kv, kvOdd: odd, prefix: l.isPrefix(exprs[i])}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
 			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
@@ -884,6 +891,8 @@ func (l *linter) isKey(e ast.Expr) bool {
 	case *ast.IdentExpr:
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.keys
+	case *ast.StringConcatOpExpr:
+		return l.isPrefix(e.Lhs) // a declared key prefix .. suffix
 	case *ast.FuncCallExpr:
 		if id, ok := e.Func.(*ast.IdentExpr); ok {
 			if v := l.lookup(id.Value); v != nil && v.retKeys {
@@ -1435,4 +1444,48 @@ func (l *linter) headerCol(line int, tag, name string) int {
 		return 1
 	}
 	return at + i + 1
+}
+
+// isPrefix reports whether e is a declared key prefix: ARGV[n] with n in
+// Config.KeyPrefixArgs, or a local that only ever holds one.
+func (l *linter) isPrefix(e ast.Expr) bool {
+	if len(l.prefixes) == 0 {
+		return false
+	}
+	switch e := e.(type) {
+	case *ast.AttrGetExpr:
+		if id, ok := e.Object.(*ast.IdentExpr); ok && l.isGlobal(id, "ARGV") {
+			if _, n, ok := literalIndex(e.Key); ok {
+				return l.prefixes[int(n)]
+			}
+		}
+	case *ast.IdentExpr:
+		v := l.lookup(e.Value)
+		return v != nil && v.assigned && v.prefix
+	}
+	return false
+}
+
+// prefixPositions resolves Config.KeyPrefixArgs for a script: @arg names
+// and "ARGV[n]" give positions; names the script does not declare are
+// skipped.
+func prefixPositions(s *Script, names []string) map[int]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	out := map[int]bool{}
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, "ARGV["); ok {
+			if i, err := strconv.Atoi(strings.TrimSuffix(rest, "]")); err == nil {
+				out[i] = true
+			}
+			continue
+		}
+		for i, a := range s.Args {
+			if a.Name == n && !a.Variadic {
+				out[i+1] = true
+			}
+		}
+	}
+	return out
 }

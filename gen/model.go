@@ -12,6 +12,32 @@ type Config struct {
 	Src string
 	// Package is the Go package name of the generated files. Default "generated".
 	Package string
+	// Rules and Overrides change the severity of lint rules, for every
+	// script and for the files a pattern matches (see FileConfig).
+	// Findings of a rule that is "off" are dropped.
+	Rules     map[string]string
+	Overrides []Override
+	// KeyPrefixArgs names the args that carry a key prefix, by @arg name
+	// or as "ARGV[n]": ARGV[n] .. suffix (or a local holding ARGV[n],
+	// concatenated) is then a key for the non-key-argument rule. Use it
+	// for keys that a script derives from a prefix with a hash tag, such
+	// as "{queue}:", so that they share the slot of the declared keys;
+	// the caller must pass such a prefix.
+	KeyPrefixArgs []string
+	// Library, when set, builds every script into one Redis Functions
+	// library of that name instead of EVALSHA scripts (see Generate).
+	Library string
+}
+
+// FromFile returns c with the settings of a luagen.json: the rules,
+// overrides, key prefixes and library. Src and Package are left to the
+// caller, which resolves them against the file's folder.
+func (c Config) FromFile(fc *FileConfig) Config {
+	if fc == nil {
+		return c
+	}
+	c.Rules, c.Overrides, c.KeyPrefixArgs, c.Library = fc.Rules, fc.Overrides, fc.KeyPrefixArgs, fc.Library
+	return c
 }
 
 func (c Config) withDefaults() Config {

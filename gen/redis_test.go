@@ -146,7 +146,7 @@ func TestSyntaxMatchesRedis(t *testing.T) {
 		}
 		s, _ := parseScript("lua/t.lua", []byte(src))
 		var syntax []Diagnostic
-		for _, d := range lintAST(s) {
+		for _, d := range lintAST(s, Config{}) {
 			if d.Rule == RuleSyntax {
 				syntax = append(syntax, d)
 			}

@@ -209,7 +209,7 @@ func (c *cli) check(w *workspace) int {
 		old, err := os.ReadFile(w.outFile(name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			fmt.Fprint(c.stdout, unifiedDiff("/dev/null", "b/"+path, nil, files[name]))
+			c.stale(path, "missing: generate would write it", unifiedDiff("/dev/null", "b/"+path, nil, files[name]))
 			stale = true
 		case err != nil:
 			c.errorf("cannot read %s: %v", path, underlying(err))
@@ -219,7 +219,7 @@ func (c *cli) check(w *workspace) int {
 			c.errorf("%s exists and was not written by luagen: generate would refuse to overwrite it", path)
 			failed = true
 		default:
-			fmt.Fprint(c.stdout, unifiedDiff("a/"+path, "b/"+path, old, files[name]))
+			c.stale(path, "stale: generate would change it", unifiedDiff("a/"+path, "b/"+path, old, files[name]))
 			stale = true
 		}
 	}
@@ -229,7 +229,11 @@ func (c *cli) check(w *workspace) int {
 		failed = true
 	}
 	for _, name := range orphans {
-		c.errorf("orphaned generated file %s (its .lua is gone)", w.show(w.outFile(name)))
+		if c.format == "text" {
+			c.errorf("orphaned generated file %s (its .lua is gone)", w.show(w.outFile(name)))
+		} else {
+			c.pending = append(c.pending, gen.Diagnostic{File: w.show(w.outFile(name)), Rule: "orphan", Message: "orphaned generated file: its .lua is gone; generate would remove it"})
+		}
 		stale = true
 	}
 	if stale {
@@ -239,4 +243,14 @@ func (c *cli) check(w *workspace) int {
 		return 1
 	}
 	return 0
+}
+
+// stale reports a generated file that generate would write: its diff on
+// stdout in the text format, a finding of rule "stale" in the others.
+func (c *cli) stale(path, msg, diff string) {
+	if c.format == "text" {
+		fmt.Fprint(c.stdout, diff)
+		return
+	}
+	c.pending = append(c.pending, gen.Diagnostic{File: path, Rule: "stale", Message: msg})
 }
