@@ -82,6 +82,16 @@ func GenerateLint(fsys fs.FS, cfg Config) (map[string][]byte, []Diagnostic, erro
 	if err := CheckPackageName(cfg.Package); err != nil {
 		return nil, diags, err
 	}
+	if cfg.Library != "" {
+		if !validName(cfg.Library) {
+			return nil, diags, fmt.Errorf("library name %q: use letters, digits and underscores, starting with a letter", cfg.Library)
+		}
+		for _, s := range scripts {
+			if s.Library != "" {
+				return nil, diags, fmt.Errorf("%s is a Functions library itself: it cannot be built into the library %s; move it out of %s", s.File, cfg.Library, cfg.Src)
+			}
+		}
+	}
 	files, err := render(cfg, scripts)
 	if err != nil {
 		return nil, diags, err
@@ -96,9 +106,21 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	converters := map[string]bool{}
 	composed := map[string]string{}
+	var plain []*Script // scripts, not Functions libraries
 	for _, s := range scripts {
+		if s.Library != "" {
+			d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+			name := OutputName(s.File)
+			b, err := renderFile("library.go.tmpl", name, d)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = b
+			continue
+		}
+		plain = append(plain, s)
 		conv := converterExpr(s.Return, converters, composed)
-		d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
 		d.fill(conv)
 		name := OutputName(s.File)
 		b, err := renderFile("script.go.tmpl", name, d)
@@ -117,7 +139,12 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	for _, name := range names {
 		convs = append(convs, composed[name])
 	}
-	b, err := renderFile("shared.go.tmpl", SharedFile, sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: scripts, Converters: convs})
+	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain, Converters: convs}
+	if cfg.Library != "" {
+		shared.Library = cfg.Library
+		shared.LibrarySource = sourceLiteral(BuildLibrary(cfg.Library, scripts))
+	}
+	b, err := renderFile("shared.go.tmpl", SharedFile, shared)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +173,16 @@ func CheckPackageName(name string) error {
 }
 
 type sharedData struct {
-	Package    string
-	Src        string
-	Scripts    []*Script
-	Converters []string
+	Library       string
+	LibrarySource string
+	Package       string
+	Src           string
+	Scripts       []*Script
+	Converters    []string
 }
 
 type scriptData struct {
+	Library       string
 	S             *Script
 	Package       string
 	SourceLiteral string
@@ -370,4 +400,48 @@ func arrayOf[T any](f func(any) (T, error)) func(any) ([]T, error) {
 		return out, nil
 	}
 }`,
+}
+
+// BuildLibrary builds scripts into the code of one Redis Functions library
+// named name, as FUNCTION LOAD takes it: each script's text (its #! line
+// dropped) becomes the body of a local function of KEYS and ARGV, which
+// the library registers under the script's name, with the no-writes flag
+// when the script is read-only (so that FCALL_RO runs it) and the flags of
+// its shebang. The scripts keep their meaning: KEYS and ARGV are the
+// FCALL's keys and args.
+func BuildLibrary(name string, scripts []*Script) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "#!lua name=%s\n-- Built by luagen from %d scripts; each is a function of its name.\n", name, len(scripts))
+	for _, s := range scripts {
+		body := s.Source
+		if s.Shebang != "" {
+			if i := bytes.IndexByte(body, '\n'); i >= 0 {
+				body = body[i+1:]
+			} else {
+				body = nil
+			}
+		}
+		fn := "script_" + s.Name
+		fmt.Fprintf(&b, "\n-- %s\nlocal function %s(KEYS, ARGV)\n", s.File, fn)
+		b.Write(body)
+		if len(body) > 0 && body[len(body)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		b.WriteString("end\n")
+		var flags []string
+		if s.ReadOnly || shebangFlag(s.Shebang, "no-writes") {
+			flags = append(flags, "no-writes")
+		}
+		for _, f := range []string{"allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"} {
+			if shebangFlag(s.Shebang, f) {
+				flags = append(flags, f)
+			}
+		}
+		quoted := make([]string, len(flags))
+		for i, f := range flags {
+			quoted[i] = "'" + f + "'"
+		}
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = %s, flags = {%s}}\n", s.Name, fn, strings.Join(quoted, ", "))
+	}
+	return b.Bytes()
 }

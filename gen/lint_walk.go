@@ -163,6 +163,8 @@ type linter struct {
 	noWrites string
 	// prefixes are the ARGV positions that carry a key prefix.
 	prefixes map[int]bool
+	// callbacks are the functions a Functions library registers.
+	callbacks map[*ast.FunctionExpr]callback
 	// prior holds, per local (by its declaration's line and column), what
 	// the previous pass found of every value assigned to it anywhere: the
 	// alias tracking then sees assignments that come later in the source
@@ -192,6 +194,16 @@ func newLinter(s *Script, src []byte, toks []luaToken) *linter {
 }
 
 func (l *linter) run(chunk []ast.Stmt) {
+	if l.s.Library != "" {
+		l.callbacks = registeredCallbacks(chunk)
+		l.s.Functions = l.s.Functions[:0]
+		for _, cb := range l.callbacks {
+			if cb.name != "" && validName(strings.ReplaceAll(cb.name, "-", "_")) {
+				l.s.Functions = append(l.s.Functions, Function{Name: cb.name, GoName: GoName(strings.ReplaceAll(cb.name, "-", "_")), NoWrites: cb.noWrites})
+			}
+		}
+		slices.SortFunc(l.s.Functions, func(a, b Function) int { return strings.Compare(a.Name, b.Name) })
+	}
 	l.scope = &lscope{vars: map[string]*lvar{}}
 	l.stmts(chunk)
 	l.finish()
@@ -646,6 +658,19 @@ func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) 
 	if bind != nil {
 		bind(params)
 	}
+	if cb, ok := l.callbacks[f]; ok {
+		// A registered function: its first parameter holds the keys of
+		// the FCALL, as KEYS does a script's.
+		if len(params) > 0 {
+			p := params[0]
+			p.assigned, p.keysTable, p.keysList, p.keys = true, true, true, false
+		}
+		if cb.noWrites {
+			outer := l.noWrites
+			l.noWrites = "the no-writes flag of function " + cb.name
+			defer func() { l.noWrites = outer }()
+		}
+	}
 	l.stmts(f.Stmts)
 	l.pop()
 	return fi
@@ -1015,6 +1040,9 @@ func (l *linter) expr(e ast.Expr) {
 		if id, ok := e.Object.(*ast.IdentExpr); ok && l.lookup(id.Value) == nil {
 			switch id.Value {
 			case "KEYS", "ARGV":
+				if l.s.Library != "" {
+					break // reported as undefined below
+				}
 				tok := l.match(id.Value, id.Line(), id.Line())
 				l.identTok[id] = tok
 				l.index(id.Value, tok, e.Key)
@@ -1136,6 +1164,9 @@ func (l *linter) readAs(id *ast.IdentExpr, call bool) *lvar {
 		return nil
 	}
 	switch {
+	case (name == "KEYS" || name == "ARGV") && l.s.Library != "":
+		l.report(tok, id.Line(), RuleUndefinedGlobal, Error,
+			"%s is not defined in a Functions library: a registered function gets the keys and args of its FCALL as its two parameters", name)
 	case name == "KEYS":
 		l.keys.all = true
 	case name == "ARGV":
@@ -1155,6 +1186,10 @@ func (l *linter) index(table string, tok int, key ast.Expr) {
 	}
 	if _, ok := key.(*ast.StringExpr); ok {
 		return // KEYS.name: not a position
+	}
+	if l.s.Library != "" {
+		l.expr(key) // a registered function's keys: no header declares them
+		return
 	}
 	text, n, ok := literalIndex(key)
 	if !ok {

@@ -128,7 +128,13 @@ type Script struct {
 	ReadOnly   bool // @flag read-only: run with EVALSHA_RO
 	Idempotent bool // @flag idempotent: safe to retry on a transient error
 	Shebang    string
-	HeaderEnd  int // last line of the header comment block
+	// Library is the name of a Redis Functions library ("#!lua
+	// name=mylib"): the file is loaded with FUNCTION LOAD and its
+	// functions, registered with redis.register_function, run with FCALL.
+	Library string
+	// Functions are the functions a library registers, found by lint.
+	Functions []Function
+	HeaderEnd int // last line of the header comment block
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
 	origins   []origin         // where each line of Source was written; nil without includes
@@ -136,6 +142,13 @@ type Script struct {
 	roLine    int  // line of @flag read-only
 	returnSet bool // @return was declared (even if it was rejected)
 	badParams bool // an @key or @arg was rejected: positions are unknown
+}
+
+// Function is one function a Functions library registers.
+type Function struct {
+	Name     string // as registered
+	GoName   string
+	NoWrites bool // registered with the no-writes flag: run with FCALL_RO
 }
 
 // VariadicKeys reports whether the last key takes every remaining KEYS entry.

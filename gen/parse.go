@@ -170,7 +170,12 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 	first := 0
 	if strings.HasPrefix(lines[0], "#!") {
 		s.Shebang = lines[0]
-		if msg := checkShebang(lines[0]); msg != "" {
+		if lib, ok := libraryName(lines[0]); ok {
+			s.Library = lib
+			if msg := checkLibraryShebang(lines[0]); msg != "" {
+				add(1, RuleShebang, "%s", msg)
+			}
+		} else if msg := checkShebang(lines[0]); msg != "" {
 			add(1, RuleShebang, "%s", msg)
 		}
 		first = 1
@@ -223,7 +228,7 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 	if s.ReadOnly && s.Shebang != "" && !shebangFlag(s.Shebang, "no-writes") {
 		add(s.roLine, RuleShebang, "@flag read-only needs flags=no-writes on the #!lua line: Redis refuses EVALSHA_RO for a script with a shebang that may write")
 	}
-	if !s.returnSet {
+	if !s.returnSet && s.Library == "" {
 		add(1, RuleHeader, "missing @return: declare the reply, for example \"-- @return int\" or \"-- @return nil\"")
 	}
 	return s, diags
@@ -393,6 +398,36 @@ func parseReturn(t string) (Return, string) {
 		return r, fmt.Sprintf("unknown type %q (use nil, int, string, status, bool or any)", r.Base)
 	}
 	return r, ""
+}
+
+// libraryName returns the name of a Redis Functions library's shebang,
+// "#!lua name=mylib".
+func libraryName(line string) (string, bool) {
+	for _, f := range strings.Fields(strings.TrimPrefix(line, "#!")) {
+		if v, ok := strings.CutPrefix(f, "name="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// checkLibraryShebang checks the first line of a Functions library: #!lua
+// and name=, which FUNCTION LOAD requires; it takes no flags.
+func checkLibraryShebang(line string) string {
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 || fields[0] != "lua" {
+		return "a library's shebang must start with #!lua"
+	}
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		if k != "name" {
+			return fmt.Sprintf("shebang option %q: a Functions library takes only name=...; set flags per function in redis.register_function", f)
+		}
+		if !validName(v) {
+			return fmt.Sprintf("library name %q: use letters, digits and underscores, starting with a letter", v)
+		}
+	}
+	return ""
 }
 
 func checkShebang(line string) string {
