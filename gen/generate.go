@@ -110,6 +110,9 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	for _, s := range scripts {
 		if s.Library != "" {
 			d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+			for _, f := range s.Functions {
+				d.Funcs = append(d.Funcs, newFuncData(s, f, converters, composed))
+			}
 			name := OutputName(s.File)
 			b, err := renderFile("library.go.tmpl", name, d)
 			if err != nil {
@@ -182,6 +185,7 @@ type sharedData struct {
 }
 
 type scriptData struct {
+	Funcs         []funcData // of a Functions library
 	Library       string
 	S             *Script
 	Package       string
@@ -444,4 +448,38 @@ func BuildLibrary(name string, scripts []*Script) []byte {
 		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = %s, flags = {%s}}\n", s.Name, fn, strings.Join(quoted, ", "))
 	}
 	return b.Bytes()
+}
+
+// funcData is what the library template needs of one registered function.
+type funcData struct {
+	F          Function
+	Name       string // Go name: library and function
+	Doc        []string
+	KeyPos     []string
+	ArgPos     []string
+	ArgGoTypes []string
+	KeysBody   string
+	ArgsBody   string
+	GoType     string // "" for a nil reply
+	Conv       string
+}
+
+func newFuncData(s *Script, f Function, need map[string]bool, composed map[string]string) funcData {
+	d := funcData{F: f, Name: s.GoName + f.GoName}
+	if !f.Typed {
+		return d
+	}
+	for i, k := range f.Keys {
+		d.KeyPos = append(d.KeyPos, position(i+1, k.Variadic))
+	}
+	for i, a := range f.Args {
+		d.ArgPos = append(d.ArgPos, position(i+1, a.Variadic))
+		d.ArgGoTypes = append(d.ArgGoTypes, ArgTypes[a.Type])
+	}
+	d.KeysBody = listBody("k", "keys", "string", f.Keys)
+	d.ArgsBody = listBody("a", "args", "any", f.Args)
+	d.GoType = f.Return.GoType()
+	d.Conv = converterExpr(f.Return, need, composed)
+	d.Doc = f.Doc
+	return d
 }

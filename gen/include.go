@@ -140,3 +140,6 @@ func (s *Script) place(d Diagnostic) Diagnostic {
 func (s *Script) included(n int) bool {
 	return s.origins != nil && n >= 1 && n <= len(s.origins) && s.origins[n-1].file != s.File
 }
+
+// Included reports whether s's text holds included files.
+func (s *Script) Included() bool { return s.origins != nil }

@@ -10,6 +10,7 @@ import (
 type callback struct {
 	name     string
 	noWrites bool
+	line     int // of the local function or of the register call: its doc block is above
 }
 
 // registeredCallbacks finds the functions a Functions library registers at
@@ -20,11 +21,13 @@ type callback struct {
 // args; a no-writes flag makes them read-only.
 func registeredCallbacks(chunk []ast.Stmt) map[*ast.FunctionExpr]callback {
 	locals := map[string]*ast.FunctionExpr{}
+	lines := map[*ast.FunctionExpr]int{}
 	out := map[*ast.FunctionExpr]callback{}
 	for _, st := range chunk {
 		if la, ok := st.(*ast.LocalAssignStmt); ok && len(la.Names) == 1 && len(la.Exprs) == 1 {
 			if f, ok := la.Exprs[0].(*ast.FunctionExpr); ok {
 				locals[la.Names[0]] = f
+				lines[f] = la.Line()
 			}
 			continue
 		}
@@ -71,11 +74,13 @@ func registeredCallbacks(chunk []ast.Stmt) map[*ast.FunctionExpr]callback {
 				}
 			}
 		}
+		cb.line = cs.Line()
 		switch f := fn.(type) {
 		case *ast.FunctionExpr:
 			out[f] = cb
 		case *ast.IdentExpr:
 			if lf, ok := locals[f.Value]; ok {
+				cb.line = lines[lf]
 				out[lf] = cb
 			}
 		}

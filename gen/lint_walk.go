@@ -199,7 +199,9 @@ func (l *linter) run(chunk []ast.Stmt) {
 		l.s.Functions = l.s.Functions[:0]
 		for _, cb := range l.callbacks {
 			if cb.name != "" && validName(strings.ReplaceAll(cb.name, "-", "_")) {
-				l.s.Functions = append(l.s.Functions, Function{Name: cb.name, GoName: GoName(strings.ReplaceAll(cb.name, "-", "_")), NoWrites: cb.noWrites})
+				fn := Function{Name: cb.name, GoName: GoName(strings.ReplaceAll(cb.name, "-", "_")), NoWrites: cb.noWrites}
+				l.diags = append(l.diags, functionDocs(l.s, &fn, cb.line)...)
+				l.s.Functions = append(l.s.Functions, fn)
 			}
 		}
 		slices.SortFunc(l.s.Functions, func(a, b Function) int { return strings.Compare(a.Name, b.Name) })

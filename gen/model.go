@@ -149,6 +149,13 @@ type Function struct {
 	Name     string // as registered
 	GoName   string
 	NoWrites bool // registered with the no-writes flag: run with FCALL_RO
+	// Typed: the comment block above the function declares @return (and
+	// its @key and @arg), so the generated wrapper is typed.
+	Typed  bool
+	Keys   []Param
+	Args   []Param
+	Return Return
+	Doc    []string
 }
 
 // VariadicKeys reports whether the last key takes every remaining KEYS entry.

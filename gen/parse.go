@@ -181,7 +181,9 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 		first = 1
 	}
 
-	inHeader := true
+	// A Functions library has no header: each function's annotations
+	// are in the comment block above it (see functionDocs).
+	inHeader := s.Library == ""
 	for i := first; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		n := i + 1
@@ -205,7 +207,7 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 		}
 		m := tagLine.FindStringSubmatch(line)
 		if !inHeader {
-			if m != nil && slices.Contains(knownTags, m[1]) {
+			if m != nil && slices.Contains(knownTags, m[1]) && s.Library == "" {
 				add(n, RuleHeader, "@%s after the header has no effect: annotations belong in the comment block at the top of the file", m[1])
 			}
 			continue
@@ -615,4 +617,45 @@ func firstInvalidUTF8(b []byte) int {
 		i += size
 	}
 	return len(b)
+}
+
+// functionDocs reads the annotations of a library's registered function:
+// the comment block right above line (its local function, or its
+// redis.register_function call). A block with @return makes the
+// generated wrapper typed, with its @key and @arg structs.
+func functionDocs(s *Script, fn *Function, line int) []Diagnostic {
+	var diags []Diagnostic
+	add := func(n int, rule, format string, a ...any) {
+		diags = append(diags, Diagnostic{File: s.File, Line: n, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
+	}
+	lines := strings.Split(string(luaLines(s.Source)), "\n")
+	start := line - 1 // 1-based line of the first comment of the block
+	for start > 1 {
+		t := strings.TrimSpace(lines[start-2])
+		if !strings.HasPrefix(t, "--") || strings.HasPrefix(t, "--[") {
+			break
+		}
+		start--
+	}
+	f := &Script{Name: fn.Name, File: s.File, ignores: map[int][]string{}}
+	for n := start; n < line; n++ {
+		t := strings.TrimSpace(lines[n-1])
+		if m := tagLine.FindStringSubmatch(t); m != nil && slices.Contains(knownTags, m[1]) {
+			if m[1] == "name" {
+				add(n, RuleHeader, "@name in a library: a function is named by redis.register_function")
+				continue
+			}
+			parseTag(f, n, m[1], strings.TrimSpace(m[2]), add)
+			continue
+		}
+		f.Doc = append(f.Doc, strings.TrimSpace(strings.TrimLeft(t, "-")))
+	}
+	if f.returnSet && !f.badParams {
+		fn.Typed = true
+		fn.Keys, fn.Args, fn.Return, fn.Doc = f.Keys, f.Args, f.Return, trimDoc(f.Doc)
+		if f.ReadOnly && !fn.NoWrites {
+			add(f.roLine, RuleHeader, "@flag read-only: register function %s with flags = {'no-writes'}, which FCALL_RO needs", fn.Name)
+		}
+	}
+	return diags
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FairAcquireSource is the text of lua/fair_acquire.lua, byte for byte.
+// FairAcquireSource is the text of lua/fair_acquire.lua, byte for byte, its
+// includes expanded.
 const FairAcquireSource = `-- Takes the fair (FIFO) lock for one owner, re-enters it, or queues the owner.
 --
 -- The queue is a list of owner fields, head first; the deadlines are a sorted

@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FairForceReleaseSource is the text of lua/fair_force_release.lua, byte for byte.
+// FairForceReleaseSource is the text of lua/fair_force_release.lua, byte for byte, its
+// includes expanded.
 const FairForceReleaseSource = `-- Deletes the fair lock whoever holds it, and wakes the head of the queue.
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a

@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FairLeaveSource is the text of lua/fair_leave.lua, byte for byte.
+// FairLeaveSource is the text of lua/fair_leave.lua, byte for byte, its
+// includes expanded.
 const FairLeaveSource = `-- Takes a waiter out of the fair lock's queue: it stopped waiting (its wait
 -- time ran out, its context ended, an error, or its client closed).
 --

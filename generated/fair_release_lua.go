@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FairReleaseSource is the text of lua/fair_release.lua, byte for byte.
+// FairReleaseSource is the text of lua/fair_release.lua, byte for byte, its
+// includes expanded.
 const FairReleaseSource = `-- Releases one hold of the fair lock and hands it to the head of the queue.
 --
 -- Stale waiters are purged first, by Redis's clock. As lock_release, the
