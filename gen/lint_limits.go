@@ -12,6 +12,7 @@ const (
 	maxLocals   = 200 // LUAI_MAXVARS: active locals of one function
 	maxUpvalues = 60  // LUAI_MAXUPVALUES: upvalues of one function
 	maxLevels   = 200 // LUAI_MAXCCALLS: nested blocks and expressions
+	maxRegs     = 249 // MAXSTACK is 250: the registers a function may use
 )
 
 // compileChecks finds what Lua 5.1 refuses while compiling a script that
@@ -153,6 +154,7 @@ func (c *compileWalk) stmt(st ast.Stmt, lvl int) []string {
 	case *ast.AssignStmt:
 		c.exprs(st.Lhs, lvl)
 		c.exprs(st.Rhs, lvl)
+		c.registers(st.Rhs, 0, st.Line())
 	case *ast.LocalAssignStmt:
 		if len(st.Names) == 1 && len(st.Exprs) == 1 {
 			if f, ok := st.Exprs[0].(*ast.FunctionExpr); ok && c.isLocalFunction(st) {
@@ -162,9 +164,11 @@ func (c *compileWalk) stmt(st ast.Stmt, lvl int) []string {
 			}
 		}
 		c.exprs(st.Exprs, lvl)
+		c.registers(st.Exprs, 0, st.Line())
 		return c.declare(st.Names, st.Line())
 	case *ast.FuncCallStmt:
 		c.expr(st.Expr, lvl+1)
+		c.registers([]ast.Expr{st.Expr}, 0, st.Line())
 	case *ast.DoBlockStmt:
 		c.block(st.Stmts, lvl+1)
 	case *ast.WhileStmt:
@@ -202,6 +206,7 @@ func (c *compileWalk) stmt(st ast.Stmt, lvl int) []string {
 		c.function(st.Func, lvl+1, st.Name.Func == nil)
 	case *ast.ReturnStmt:
 		c.exprs(st.Exprs, lvl)
+		c.registers(st.Exprs, 0, st.Line())
 	case *ast.BreakStmt:
 		if c.fn.loops == 0 {
 			c.add(st.Line(), "break", "break outside a loop")
@@ -405,4 +410,89 @@ func countLines(s string) int {
 		}
 	}
 	return n
+}
+
+// registers checks that a statement's expressions fit Lua 5.1's 250
+// registers: each takes the register after the function's active locals
+// (and extra, the registers the statement holds besides) and the ones
+// before it, and a call needs one register for the function, one for a
+// method's self and one for each argument. Redis refuses more as "function
+// or expression too complex" (calibrated against redis-server 7.0).
+func (c *compileWalk) registers(list []ast.Expr, extra, line int) {
+	if c.fn.reported {
+		return
+	}
+	need := 0
+	for i, e := range list {
+		need = max(need, i+regs(e))
+	}
+	if total := c.fn.active + extra + need; total > maxRegs {
+		c.fn.reported = true
+		c.add(line, "", "function or expression too complex: it needs %d registers, more than the %d Lua 5.1 gives a function (split the call, or pass the values in a table)", total, maxRegs)
+	}
+}
+
+// regs estimates the registers an expression needs, never more than Lua
+// 5.1's code generator uses: a constant operand takes none of its own.
+func regs(e ast.Expr) int {
+	switch e := e.(type) {
+	case *ast.FuncCallExpr:
+		base := 1
+		n := regs(e.Func)
+		if e.Func == nil {
+			base, n = 2, regs(e.Receiver)
+		}
+		for i, a := range e.Args {
+			n = max(n, base+i+regs(a))
+		}
+		return max(n, base+len(e.Args))
+	case *ast.AttrGetExpr:
+		if leaf(e.Key) {
+			return regs(e.Object)
+		}
+		return max(regs(e.Object), 1+regs(e.Key))
+	case *ast.StringConcatOpExpr:
+		return max(regs(e.Lhs), 1+regs(e.Rhs)) // operands in consecutive registers
+	case *ast.ArithmeticOpExpr:
+		return binaryRegs(e.Lhs, e.Rhs)
+	case *ast.RelationalOpExpr:
+		return binaryRegs(e.Lhs, e.Rhs)
+	case *ast.LogicalOpExpr:
+		return max(regs(e.Lhs), regs(e.Rhs))
+	case *ast.UnaryMinusOpExpr:
+		return regs(e.Expr)
+	case *ast.UnaryNotOpExpr:
+		return regs(e.Expr)
+	case *ast.UnaryLenOpExpr:
+		return regs(e.Expr)
+	case *ast.TableExpr:
+		n, pending := 1, 0
+		for _, f := range e.Fields {
+			if f.Key != nil {
+				n = max(n, 1+regs(f.Value))
+				continue
+			}
+			pending = pending%50 + 1 // Lua 5.1 stores every 50 list items
+			n = max(n, pending+regs(f.Value))
+		}
+		return n
+	}
+	return 1
+}
+
+func binaryRegs(lhs, rhs ast.Expr) int {
+	if leaf(rhs) {
+		return regs(lhs)
+	}
+	return max(regs(lhs), 1+regs(rhs))
+}
+
+// leaf reports whether e is a constant or a name, which needs no register
+// beyond the one its value goes to.
+func leaf(e ast.Expr) bool {
+	switch e.(type) {
+	case *ast.NumberExpr, *ast.StringExpr, *ast.NilExpr, *ast.TrueExpr, *ast.FalseExpr, *ast.IdentExpr:
+		return true
+	}
+	return false
 }

@@ -147,6 +147,12 @@ func TestSyntaxMatchesRedis(t *testing.T) {
 		strings.Repeat("do ", 198) + "return 1 " + strings.Repeat("end ", 198), strings.Repeat("do ", 199) + "return 1 " + strings.Repeat("end ", 199),
 		"local x = 1\nlocal y = x\n(tostring)(1)\nreturn y", "local x = 1\nlocal y = x;\n(tostring)(1)\nreturn y",
 		"local function f(...) return arg.n end return f(1, 2)", "return 0x1p4", "return 0x1p-2",
+		"return select('#', " + strings.Repeat("1, ", 246) + "1)", "return select('#', " + strings.Repeat("1, ", 247) + "1)",
+		"local a, b = 1, 2 return select('#', " + strings.Repeat("1, ", 244) + "1)", "local a, b = 1, 2 return select('#', " + strings.Repeat("1, ", 245) + "1)",
+		"return tostring(select('#', " + strings.Repeat("1, ", 245) + "1))", "return tostring(select('#', " + strings.Repeat("1, ", 246) + "1))",
+		"redis.call('echo', " + strings.Repeat("'x', ", 246) + "'x') return 1", "redis.call('echo', " + strings.Repeat("'x', ", 247) + "'x') return 1",
+		"local s = 'x' return s:rep(" + strings.Repeat("1, ", 245) + "1)", "local s = 'x' return s:rep(" + strings.Repeat("1, ", 246) + "1)",
+		"local t = {" + strings.Repeat("1, ", 400) + "1} return #t",
 	} {
 		src := "-- @return any\n" + body + "\n"
 		_, loadErr := c.ScriptLoad(ctx, src).Result()
