@@ -185,32 +185,44 @@ type sharedData struct {
 }
 
 type scriptData struct {
+	paramData
 	Funcs         []funcData // of a Functions library
 	Library       string
 	S             *Script
 	Package       string
 	SourceLiteral string
 	Doc           []string
-	KeyPos        []string
-	ArgPos        []string
-	ArgGoTypes    []string
-	KeysBody      string
-	ArgsBody      string
 	ResultSig     string
 	Convert       string
 }
 
-func (d *scriptData) fill(conv string) {
-	s := d.S
-	for i, k := range s.Keys {
+// paramData is what the templates need of a script's or a function's keys
+// and args: positions, Go types and the bodies of keys() and args().
+type paramData struct {
+	KeyPos     []string
+	ArgPos     []string
+	ArgGoTypes []string
+	KeysBody   string
+	ArgsBody   string
+}
+
+func newParamData(keys, args []Param) paramData {
+	var d paramData
+	for i, k := range keys {
 		d.KeyPos = append(d.KeyPos, position(i+1, k.Variadic))
 	}
-	d.KeysBody = listBody("k", "keys", "string", s.Keys)
-	d.ArgsBody = listBody("a", "args", "any", s.Args)
-	for i, a := range s.Args {
+	for i, a := range args {
 		d.ArgPos = append(d.ArgPos, position(i+1, a.Variadic))
 		d.ArgGoTypes = append(d.ArgGoTypes, ArgTypes[a.Type])
 	}
+	d.KeysBody = listBody("k", "keys", "string", keys)
+	d.ArgsBody = listBody("a", "args", "any", args)
+	return d
+}
+
+func (d *scriptData) fill(conv string) {
+	s := d.S
+	d.paramData = newParamData(s.Keys, s.Args)
 	d.Doc = docLines(s)
 	if t := s.Return.GoType(); t == "" {
 		d.ResultSig = "error"
@@ -452,16 +464,12 @@ func BuildLibrary(name string, scripts []*Script) []byte {
 
 // funcData is what the library template needs of one registered function.
 type funcData struct {
-	F          Function
-	Name       string // Go name: library and function
-	Doc        []string
-	KeyPos     []string
-	ArgPos     []string
-	ArgGoTypes []string
-	KeysBody   string
-	ArgsBody   string
-	GoType     string // "" for a nil reply
-	Conv       string
+	paramData
+	F      Function
+	Name   string // Go name: library and function
+	Doc    []string
+	GoType string // "" for a nil reply
+	Conv   string
 }
 
 func newFuncData(s *Script, f Function, need map[string]bool, composed map[string]string) funcData {
@@ -469,15 +477,7 @@ func newFuncData(s *Script, f Function, need map[string]bool, composed map[strin
 	if !f.Typed {
 		return d
 	}
-	for i, k := range f.Keys {
-		d.KeyPos = append(d.KeyPos, position(i+1, k.Variadic))
-	}
-	for i, a := range f.Args {
-		d.ArgPos = append(d.ArgPos, position(i+1, a.Variadic))
-		d.ArgGoTypes = append(d.ArgGoTypes, ArgTypes[a.Type])
-	}
-	d.KeysBody = listBody("k", "keys", "string", f.Keys)
-	d.ArgsBody = listBody("a", "args", "any", f.Args)
+	d.paramData = newParamData(f.Keys, f.Args)
 	d.GoType = f.Return.GoType()
 	d.Conv = converterExpr(f.Return, need, composed)
 	d.Doc = f.Doc
