@@ -260,3 +260,52 @@ func TestFunctionsRedis(t *testing.T) {
 		t.Fatalf("FCALL_RO read: %q, %v", v, err)
 	}
 }
+
+// TestFunctionsEndToEnd generates the package of testdata/e2e_functions/lua
+// built into one Functions library, builds it with the test of
+// testdata/e2e_functions/e2e_test.go and runs that test against a real
+// redis-server: the typed wrappers run FCALL and FCALL_RO, and load the
+// library when Redis does not know the function.
+func TestFunctionsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs a generated package")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the generated code: %v", err)
+	}
+	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e_functions")), Config{Src: "lua", Package: "e2e", Library: "e2e"})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	test, err := os.ReadFile(filepath.Join("testdata", "e2e_functions", "e2e_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["e2e_test.go"] = test
+	dir, err := os.MkdirTemp("testdata", "_e2e_functions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove %s: %v", dir, err)
+		}
+	})
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "e2e.test")
+	if out, err := exec.Command(goTool, "test", "-c", "-o", bin, "./"+filepath.ToSlash(dir)).CombinedOutput(); err != nil {
+		t.Fatalf("go test -c of the generated package: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+harness.StartStandalone(t).Addr())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") {
+		t.Fatalf("the generated package's test failed: %v\n%s", err, out)
+	}
+}
