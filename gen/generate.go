@@ -107,6 +107,7 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	converters := map[string]bool{}
 	composed := map[string]string{}
 	var plain []*Script // scripts, not Functions libraries
+	prefixes := false
 	for _, s := range scripts {
 		if s.Library != "" {
 			d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
@@ -124,6 +125,13 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 		plain = append(plain, s)
 		conv := converterExpr(s.Return, converters, composed)
 		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+		for pos := range prefixPositions(s, cfg.KeyPrefixArgs) {
+			if pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
+				d.Prefixes = append(d.Prefixes, s.Args[pos-1])
+			}
+		}
+		slices.SortFunc(d.Prefixes, func(a, b Param) int { return a.Line - b.Line })
+		prefixes = prefixes || len(d.Prefixes) > 0
 		d.fill(conv)
 		name := OutputName(s.File)
 		b, err := renderFile("script.go.tmpl", name, d)
@@ -142,7 +150,7 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	for _, name := range names {
 		convs = append(convs, composed[name])
 	}
-	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain, Converters: convs}
+	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain, Converters: convs, Prefixes: prefixes}
 	if cfg.Library != "" {
 		shared.Library = cfg.Library
 		shared.LibrarySource = sourceLiteral(BuildLibrary(cfg.Library, scripts))
@@ -176,6 +184,7 @@ func CheckPackageName(name string) error {
 }
 
 type sharedData struct {
+	Prefixes      bool // some script checks key-prefix args
 	Library       string
 	LibrarySource string
 	Package       string
@@ -194,6 +203,7 @@ type scriptData struct {
 	Doc           []string
 	ResultSig     string
 	Convert       string
+	Prefixes      []Param // args that carry a key prefix
 }
 
 // paramData is what the templates need of a script's or a function's keys

@@ -21,8 +21,9 @@ type Config struct {
 	// or as "ARGV[n]": ARGV[n] .. suffix (or a local holding ARGV[n],
 	// concatenated) is then a key for the non-key-argument rule. Use it
 	// for keys that a script derives from a prefix with a hash tag, such
-	// as "{queue}:", so that they share the slot of the declared keys;
-	// the caller must pass such a prefix.
+	// as "{queue}:", so that they share the slot of the declared keys.
+	// The generated functions check it before sending: the prefix must
+	// hold a hash tag, and every key the same one (ErrKeyPrefix).
 	KeyPrefixArgs []string
 	// Library, when set, builds every script into one Redis Functions
 	// library of that name instead of EVALSHA scripts (see Generate).

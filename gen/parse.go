@@ -493,7 +493,10 @@ func scriptName(base string) (string, int) {
 }
 
 // reserved are the names of the shared generated file.
-var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true}
+var reserved = map[string]bool{
+	"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true,
+	"ErrKeyPrefix": true, "LibraryName": true, "LibrarySource": true, "FunctionCaller": true,
+}
 
 // checkNames validates script names and finds Go identifiers declared twice.
 func checkNames(scripts []*Script) []Diagnostic {

@@ -265,7 +265,8 @@ func TestFunctionsRedis(t *testing.T) {
 // built into one Functions library, builds it with the test of
 // testdata/e2e_functions/e2e_test.go and runs that test against a real
 // redis-server: the typed wrappers run FCALL and FCALL_RO, and load the
-// library when Redis does not know the function.
+// library when Redis does not know the function; an arg declared a key
+// prefix is checked for the keys' hash tag before anything is sent.
 func TestFunctionsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs a generated package")
@@ -274,7 +275,7 @@ func TestFunctionsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Skipf("no go command to build the generated code: %v", err)
 	}
-	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e_functions")), Config{Src: "lua", Package: "e2e", Library: "e2e"})
+	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e_functions")), Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}})
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
@@ -305,7 +306,7 @@ func TestFunctionsEndToEnd(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+harness.StartStandalone(t).Addr())
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") || !strings.Contains(string(out), "--- PASS: TestKeyPrefix ") {
 		t.Fatalf("the generated package's test failed: %v\n%s", err, out)
 	}
 }

@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestLibrary(t *testing.T) {
 		t.Fatalf("Incr: %d, %v", n, err)
 	}
 	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: LibraryName}).Result()
-	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 2 {
+	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 3 {
 		t.Fatalf("FUNCTION LIST: %+v, %v", libs, err)
 	}
 	for _, f := range libs[0].Functions {
@@ -51,5 +52,28 @@ func TestLibrary(t *testing.T) {
 	}
 	if err := LoadAll(ctx, c); err != nil {
 		t.Fatalf("LoadAll: %v", err)
+	}
+}
+
+// TestKeyPrefix runs a script whose prefix arg is declared in
+// keyPrefixArgs: a prefix with the keys' hash tag runs (the derived key is
+// in their slot); one without a hash tag, or with another, fails with
+// ErrKeyPrefix and sends nothing.
+func TestKeyPrefix(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv("LUAGEN_E2E_ADDR")})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := Enqueue(ctx, c, EnqueueKeys{Queues: "{q}:queues"}, EnqueueArgs{Prefix: "{q}:", Job: "j1"}); err != nil || n != 1 {
+		t.Fatalf("Enqueue with the keys' hash tag: %d, %v", n, err)
+	}
+	for _, prefix := range []string{"q:", "{other}:"} {
+		_, err := Enqueue(ctx, c, EnqueueKeys{Queues: "{q}:queues"}, EnqueueArgs{Prefix: prefix, Job: "j2"})
+		if !errors.Is(err, ErrKeyPrefix) {
+			t.Errorf("Enqueue with prefix %q: %v, want ErrKeyPrefix", prefix, err)
+		}
+		if n, err := c.Exists(ctx, prefix+"wait").Result(); err != nil || n != 0 {
+			t.Errorf("prefix %q: %swait exists (%d, %v): the script ran", prefix, prefix, n, err)
+		}
 	}
 }
