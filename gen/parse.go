@@ -546,6 +546,10 @@ func clash(s *Script, ids []string, owner map[string]*Script, line int) (Diagnos
 // identifiers lists the package-level Go names generated for s.
 func (s *Script) identifiers() []string {
 	n := s.GoName
+	if s.Library != "" {
+		// Its functions' names are known after lint: <n><Function>.
+		return []string{n + "LibraryName", n + "LibrarySource", "Load" + n + "Library"}
+	}
 	return []string{n, n + "Source", n + "SHA1", n + "Keys", n + "Args", n + "Script", n + "Cmd", n + "Result"}
 }
 
