@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -60,16 +61,16 @@ type Override struct {
 
 // ParseFileConfig reads luagen.json strictly: unknown fields, unknown
 // rules, unknown severities, rules whose severity cannot change and bad
-// patterns are errors.
+// patterns are errors, which do not name the file.
 func ParseFileConfig(r io.Reader) (*FileConfig, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var fc FileConfig
 	if err := dec.Decode(&fc); err != nil {
-		return nil, fmt.Errorf("%s: %w", ConfigFileName, err)
+		return nil, err
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%s: more than one JSON value", ConfigFileName)
+		return nil, errors.New("more than one JSON value")
 	}
 	if err := checkRules(fc.Rules, "rules"); err != nil {
 		return nil, err
@@ -77,10 +78,10 @@ func ParseFileConfig(r io.Reader) (*FileConfig, error) {
 	for i, o := range fc.Overrides {
 		where := fmt.Sprintf("overrides[%d]", i)
 		if o.Files == "" {
-			return nil, fmt.Errorf("%s: %s: files is missing", ConfigFileName, where)
+			return nil, fmt.Errorf("%s: files is missing", where)
 		}
 		if _, err := path.Match(o.Files, ""); err != nil {
-			return nil, fmt.Errorf("%s: %s: files %q: %w", ConfigFileName, where, o.Files, err)
+			return nil, fmt.Errorf("%s: files %q: %w", where, o.Files, err)
 		}
 		if err := checkRules(o.Rules, where+".rules"); err != nil {
 			return nil, err
@@ -96,11 +97,11 @@ func checkRules(rules map[string]string, where string) error {
 	for name, sev := range rules {
 		switch {
 		case slices.Contains(unsilenceable, name):
-			return fmt.Errorf("%s: %s: the severity of rule %s cannot change", ConfigFileName, where, name)
+			return fmt.Errorf("%s: the severity of rule %s cannot change", where, name)
 		case !slices.Contains(silenceable(), name):
-			return fmt.Errorf("%s: %s: unknown rule %q (rules: %s)", ConfigFileName, where, name, strings.Join(silenceable(), ", "))
+			return fmt.Errorf("%s: unknown rule %q (rules: %s)", where, name, strings.Join(silenceable(), ", "))
 		case sev != "off" && sev != "warning" && sev != "error":
-			return fmt.Errorf("%s: %s: rule %s: severity %q is not off, warning or error", ConfigFileName, where, name, sev)
+			return fmt.Errorf("%s: rule %s: severity %q is not off, warning or error", where, name, sev)
 		}
 	}
 	return nil

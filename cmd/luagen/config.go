@@ -39,7 +39,7 @@ func applyConfig(o *options) (*gen.FileConfig, error) {
 	}
 	fc, err := gen.LoadFileConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, errors.Unwrap(err))
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	dir := filepath.Dir(file)
 	if !o.srcSet && fc.Src != "" {
