@@ -72,5 +72,3 @@
 // the fact. Where that matters, pair the lock with a fencing token that the
 // protected resource checks.
 package lualock
-
-//go:generate go run ./cmd/luagen generate

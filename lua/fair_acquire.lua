@@ -79,26 +79,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- again within half a budget.
 local keep = math.floor(wait * 3 / 4)
 
--- Purges the waiters at the head whose deadline has passed (or that have
--- none), but not the caller. Reports whether it purged any.
-local function purge()
-  local purged = false
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head or head == field then
-      return purged
-    end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > now then
-      return purged
-    end
-    redis.call('zrem', timeouts, head)
-    redis.call('lpop', queue)
-    purged = true
-  end
-end
-
-local purged = purge()
+-- @include "include/fair_purge.lua"
+-- The caller asks, so it is alive: it is never purged.
+local purged = purge(field)
 
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then

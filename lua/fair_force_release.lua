@@ -56,18 +56,8 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-  local head = redis.call('lindex', queue, 0)
-  if not head then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('zrem', timeouts, head)
-  redis.call('lpop', queue)
-end
+-- @include "include/fair_purge.lua"
+purge()
 
 local deleted = redis.call('del', lock) == 1
 if deleted then

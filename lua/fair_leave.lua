@@ -50,22 +50,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- What a waiter that moves up keeps at least: it is not told, and asks
 -- again within half a budget.
 local keep = math.floor(wait * 3 / 4)
--- Purges the waiters at the head whose deadline has passed (or that have
--- none).
-local function purge()
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return
-    end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > now then
-      return
-    end
-    redis.call('zrem', timeouts, head)
-    redis.call('lpop', queue)
-  end
-end
+-- @include "include/fair_purge.lua"
 
 purge()
 
