@@ -28,6 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock/gen"
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/tests/harness"
 )
@@ -1551,6 +1552,16 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 	if len(files) != len(generated.Scripts) {
 		t.Errorf("%d .lua files but %d generated scripts", len(files), len(generated.Scripts))
 	}
+	// The Source of a script is its file with its includes expanded, as
+	// luagen parses it; a file without includes is its own Source.
+	parsed, diags := gen.Parse(os.DirFS(".."), gen.Config{Src: "lua"})
+	if gen.HasErrors(diags) {
+		t.Fatalf("luagen parse of ../lua: %v", diags)
+	}
+	expanded := map[string]string{}
+	for _, p := range parsed {
+		expanded[p.File] = string(p.Source)
+	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -1562,12 +1573,18 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 			t.Errorf("%s: no generated script", file)
 			continue
 		}
-		if s.Source != string(src) {
-			t.Errorf("%s: generated Source differs from the file", file)
+		want, ok := expanded[file]
+		switch {
+		case !ok:
+			t.Errorf("%s: luagen did not parse it", file)
+		case !strings.Contains(string(src), "@include") && want != string(src):
+			t.Errorf("%s: has no include, but luagen's Source differs from the file", file)
+		case s.Source != want:
+			t.Errorf("%s: generated Source differs from the file with its includes expanded", file)
 		}
-		sum := sha1.Sum(src)
+		sum := sha1.Sum([]byte(s.Source))
 		if want := hex.EncodeToString(sum[:]); s.SHA1 != want {
-			t.Errorf("%s: generated SHA1 %s, sha1 of the file %s", file, s.SHA1, want)
+			t.Errorf("%s: generated SHA1 %s, sha1 of its Source %s", file, s.SHA1, want)
 		}
 		if want := strings.TrimSuffix(filepath.Base(f), ".lua"); s.Name != want {
 			t.Errorf("%s: script name %q, want %q", file, s.Name, want)
