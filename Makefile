@@ -11,6 +11,10 @@ GO          ?= go
 GOTESTFLAGS ?= -race -count=1 -timeout 20m
 PKGS        ?= ./...
 LUAGEN      := $(GO) run ./cmd/luagen
+# staticcheck at the version pinned by the tool line in tools/go.mod (a module
+# of its own, so its dependencies stay out of lualock's go.mod). `go tool -n`
+# builds it once into the build cache and prints its path.
+STATICCHECK  = $$(cd tools && $(GO) tool -n staticcheck)
 
 # Tracked and new (not ignored) Go files that exist on disk, for gofmt.
 GOFILES = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
@@ -27,7 +31,7 @@ test: ## run all tests with the race detector (integration tests need redis-serv
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
 
-check: ## generated code up to date, Lua lint, gofmt, go vet
+check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module)
 	$(LUAGEN) check
 	$(LUAGEN) lint
 	@files="$$(gofmt -l $(GOFILES) </dev/null)"; \
@@ -35,6 +39,8 @@ check: ## generated code up to date, Lua lint, gofmt, go vet
 		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
 	fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+	sc="$(STATICCHECK)" && $$sc ./... && (cd bench && $$sc ./...)
 
 # make redis [REDIS_PORT=N]: a throwaway standalone redis-server (no
 # persistence, loopback only, temp dir) in the foreground; Ctrl-C stops it.

@@ -235,7 +235,7 @@ func (w *watchdog) renewAll() bool {
 	err := w.send(ctx, batches)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if err = generated.LockRenewScript.Load(ctx, w.c.rdb); err == nil {
-			err = w.send(ctx, batches)
+			_ = w.send(ctx, batches) // each batch's result is read from its cmd below
 		}
 	}
 	w.land()
