@@ -206,7 +206,7 @@ func (w *watchdog) expire() {
 	}
 	w.mu.Unlock()
 	for _, g := range lost {
-		g.l.endHold(g.gen, fmt.Errorf("%w: renewals failed for a whole lease", ErrLockLost), true)
+		g.l.endHold(g.gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed), true)
 	}
 }
 
@@ -239,12 +239,14 @@ func (w *watchdog) renewAll() bool {
 		}
 	}
 	w.land()
+	took := time.Since(start)
 	ok := true
 	for _, b := range batches {
 		res, err := generated.LockRenewResult(b.cmd)
 		if err == nil && len(res) != len(b.locks) {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
 		}
+		w.renewCalled(b, took, err)
 		if err != nil {
 			ok = false // the holds wait for the next try; expire ends those whose lease ran out
 			continue
@@ -333,6 +335,6 @@ func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
 	}
 	w.mu.Unlock()
 	for _, i := range lost {
-		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: the renewal found it gone (expired, deleted or wiped)", ErrLockLost), true)
+		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: %w", ErrLockLost, errLostGone), true)
 	}
 }
