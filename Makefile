@@ -25,8 +25,13 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
+# Modules of this repository besides the root one that `test` and `check`
+# cover (bench/ has its own smoke test in .ci/run and is only checked).
+EXTRA_MODULES := extra/lualockotel
+
 test: ## run all tests with the race detector (integration tests need redis-server)
 	$(GO) test $(GOTESTFLAGS) $(PKGS)
+	@for m in $(EXTRA_MODULES); do echo "cd $$m && $(GO) test $(GOTESTFLAGS) ./..."; (cd $$m && $(GO) test $(GOTESTFLAGS) ./...) || exit 1; done
 
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
@@ -38,9 +43,10 @@ check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every
 	if [ -n "$$files" ]; then \
 		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
 	fi
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
-	sc="$(STATICCHECK)" && $$sc ./... && (cd bench && $$sc ./...)
+	@for m in . bench $(EXTRA_MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
+	@sc="$(STATICCHECK)" && for m in . bench $(EXTRA_MODULES); do \
+		echo "cd $$m && staticcheck ./..."; (cd $$m && $$sc ./...) || exit 1; \
+	done
 
 # make redis [REDIS_PORT=N]: a throwaway standalone redis-server (no
 # persistence, loopback only, temp dir) in the foreground; Ctrl-C stops it.
