@@ -45,6 +45,15 @@
 // cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
 // when the lock is lost.
 //
+// # Logs and metrics
+//
+// Options.Logger (a *slog.Logger) reports renewal failures, lost locks,
+// pub/sub reconnects and waits that gave up, with the lock's name and owner.
+// Options.Observer receives acquisitions, the end of each hold and each
+// renewal, for metrics; the module
+// github.com/lualock/lualock/extra/lualockotel records them with
+// OpenTelemetry. Both cost nothing when unset.
+//
 // # What a Redis lock cannot promise
 //
 // Mutual exclusion holds while one primary serves the lock's keys and each
