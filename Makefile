@@ -45,7 +45,7 @@ define run_tests
 	exit $$status
 endef
 
-test: ## run all tests with the race detector, at full size (~7-10 min; integration tests need redis-server)
+test: ## run all tests with the race detector, at full size (6-11 min on 2 cores; integration tests need redis-server)
 	$(call run_tests,$(GOTESTFLAGS))
 
 # The quick loop: -short runs the scale tests at smaller sizes, and as most
