@@ -17,11 +17,15 @@ import (
 // example
 //
 //	lualock v0.1.0 (go1.26.8)
-//	lualock (devel) rev 340d726a1b2c 2026-11-24T04:02:00Z+modified (go1.26.8)
+//	lualock v0.0.0-20261124051445-d396f8cab2ad+dirty (go1.26.8)
+//	lualock (devel) rev d396f8cab2ad 2026-11-24T05:14:45Z+modified (go1.26.8)
 //
-// The version is "(devel)" when the binary was built inside the module's own
-// checkout (go build, go run) and "unknown" when the binary has no build
-// information.
+// The first is a binary installed from the module proxy (or built at a
+// tag), the second one built in a git checkout between tags, with
+// uncommitted changes; the third one built by a go command that records the
+// revision but no version from it. The version is "(devel)" when the go
+// command knew none (go run, -buildvcs=false) and "unknown" when the binary
+// has no build information.
 func String(name string) string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -51,19 +55,22 @@ func format(name string, bi *debug.BuildInfo) string {
 			modified = s.Value == "true"
 		}
 	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", name, v)
-	// A module version from the proxy already names its commit; the VCS
-	// settings are only present for builds from a checkout.
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
+	// The VCS settings are only there for builds in a checkout. Since Go
+	// 1.24 the go command then also derives the version from the checkout:
+	// a tag (v0.1.0), or a pseudo-version that names the revision and its
+	// time (v0.0.0-20261124051445-d396f8cab2ad), with +dirty when the tree
+	// had changes. Say only what the version does not.
+	if rev != "" && !strings.Contains(v, rev) {
 		fmt.Fprintf(&b, " rev %s", rev)
 		if at != "" {
 			fmt.Fprintf(&b, " %s", at)
 		}
-		if modified {
+		if modified && !strings.HasSuffix(v, "+dirty") {
 			b.WriteString("+modified")
 		}
 	}

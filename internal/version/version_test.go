@@ -27,6 +27,15 @@ func TestFormat(t *testing.T) {
 				{Key: "vcs.modified", Value: "false"},
 			},
 		}, "luagen (devel) rev 340d726a1b2c 2026-11-24T04:02:00Z (go1.26.8)"},
+		{"built in a checkout between tags (Go 1.24+: a pseudo-version)", &debug.BuildInfo{
+			GoVersion: "go1.26.8",
+			Main:      debug.Module{Version: "v0.0.0-20261124051445-d396f8cab2ad+dirty"},
+			Settings: []debug.BuildSetting{
+				{Key: "vcs.revision", Value: "d396f8cab2ad0123456789abcdef012345678901"},
+				{Key: "vcs.time", Value: "2026-11-24T05:14:45Z"},
+				{Key: "vcs.modified", Value: "true"},
+			},
+		}, "luagen v0.0.0-20261124051445-d396f8cab2ad+dirty (go1.26.8)"},
 		{"built in a modified checkout", &debug.BuildInfo{
 			Main: debug.Module{Version: "v0.2.0-rc.1"},
 			Settings: []debug.BuildSetting{
