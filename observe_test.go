@@ -275,3 +275,37 @@ func TestOptions_Observer_noAllocs(t *testing.T) {
 		t.Errorf("a lock and unlock that succeed logged %q", s)
 	}
 }
+
+// TestOptions_Logger_reconnect: when the pub/sub connection comes back
+// after Redis went away, the Logger gets one Info line per channel
+// subscribed again, and the waiter still gets the lock.
+func TestOptions_Logger_reconnect(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := lkMini(t)
+	var logs obLog
+	c := lkClient(t, rdb, lualock.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	holder, waiter := c.NewLock("reconnect"), c.NewLock("reconnect")
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- waiter.Lock(ctx) }()
+	waitUntil(t, func() bool { return c.Stats().Waiters == 1 })
+	waitUntil(t, func() bool { return len(mr.PubSubChannels("")) == 1 }) // the SUBSCRIBE landed
+	mr.Close()
+	if err := mr.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	waitUntil(t, func() bool {
+		return len(logs.lines("level=INFO", "lualock: pub/sub reconnected", "channel=redisson_lock__channel:{reconnect}", "waiters=1")) == 1
+	})
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting Lock after the reconnect: %v", err)
+	}
+	if err := waiter.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
