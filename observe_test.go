@@ -309,3 +309,40 @@ func TestOptions_Logger_reconnect(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 }
+
+// TestOptions_Observer_lostOnUnlockAndRenewals: the loss reasons besides a
+// renewal finding the lock gone: a watched hold deleted before Unlock
+// (LostAtUnlock) and renewals failing for a whole lease
+// (LostRenewalsFailed).
+func TestOptions_Observer_lostOnUnlockAndRenewals(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := lkMini(t)
+	var rec obRecorder
+	c := lkClient(t, rdb, lualock.Options{WatchdogLease: 600 * time.Millisecond, Observer: rec.observer()})
+
+	l := c.NewLock("atunlock")
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	mr.Del("atunlock")
+	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+		t.Fatalf("Unlock of a deleted hold = %v, want ErrLockLost", err)
+	}
+	if ev := rec.waitEnd(t, "atunlock"); ev.Reason != lualock.LostAtUnlock {
+		t.Errorf("hold deleted before Unlock: reason %v, want %v", ev.Reason, lualock.LostAtUnlock)
+	}
+
+	r := c.NewLock("renewals")
+	if err := r.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	mr.SetError("ERR injected by the test")
+	ev := rec.waitEnd(t, "renewals")
+	mr.SetError("")
+	if ev.Reason != lualock.LostRenewalsFailed || !errors.Is(ev.Cause, lualock.ErrLockLost) {
+		t.Errorf("renewals failing for a lease: event %+v, want %v", ev, lualock.LostRenewalsFailed)
+	}
+	if err := r.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+		t.Errorf("Unlock of the lost hold = %v, want ErrLockLost", err)
+	}
+}
