@@ -36,7 +36,8 @@ type Client struct {
 	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
 	wd      *watchdog
-	subs    *subscriber
+	subs    []*subscriber // one per kind of pub/sub the client listens to (two with PubSubBoth)
+	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
 	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight
@@ -78,6 +79,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 		scripts = s
 	}
+	cfg.PubSub = cfg.PubSub.resolve(rdb)
+	cfg.publish = cfg.PubSub.publishArg()
 	id := cfg.ClientID
 	if id == "" {
 		if id, err = uuid4(); err != nil {
@@ -86,7 +89,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
 	c.wd = newWatchdog(c)
-	c.subs = newSubscriber(c)
+	c.subs = newSubscribers(c, cfg.PubSub)
+	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }
 
@@ -107,7 +111,9 @@ func (c *Client) Close() error {
 	first := false
 	c.once.Do(func() {
 		first = true
-		c.subs.markClosed() // waiters woken below leave without UNSUBSCRIBE
+		for _, s := range c.subs {
+			s.markClosed() // waiters woken below leave without UNSUBSCRIBE
+		}
 		close(c.closing)
 	})
 	if !first {
@@ -116,11 +122,17 @@ func (c *Client) Close() error {
 	}
 	defer close(c.done)
 	c.wd.close()
-	err := c.subs.close()
+	var err error
+	for _, s := range c.subs {
+		if e := s.close(); err == nil {
+			err = e
+		}
+	}
 	c.bgMu.Lock()
 	c.bgDone = true
 	c.bgMu.Unlock()
 	c.bg.Wait()
+	c.latches.close()
 	return err
 }
 
@@ -167,14 +179,21 @@ func (c *Client) closed() bool {
 type Stats struct {
 	Watched       int // locks the watchdog renews
 	Waiters       int // goroutines waiting for a release message
-	Subscriptions int // channels subscribed on the shared pub/sub connection
-	PubSubConns   int // pub/sub connections open (1 at most unless ShardedPubSub)
+	Subscriptions int // channels subscribed; with PubSubBoth, once per kind
+	PubSubConns   int // pub/sub connections open: 1 at most with plain pub/sub, one per primary with waiters with sharded pub/sub on a cluster
 }
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
 	s := Stats{Watched: c.wd.size()}
-	s.Waiters, s.Subscriptions, s.PubSubConns = c.subs.counts()
+	for i, sub := range c.subs {
+		w, ch, conns := sub.counts()
+		if i == 0 {
+			s.Waiters = w // a waiter has a subscription with each subscriber
+		}
+		s.Subscriptions += ch
+		s.PubSubConns += conns
+	}
 	return s
 }
 

@@ -21,8 +21,11 @@
 //
 // A waiter does not poll. It subscribes to the lock's release channel (the
 // fair lock: to its own channel, so only the head of the queue is woken) over
-// one pub/sub connection that all waiters of a Client share, and tries again
-// when a release is announced. Each channel also has a fallback timer, set
+// one pub/sub connection that all waiters of a Client share (with sharded
+// pub/sub on a cluster, one per primary), and tries again when a release is
+// announced. Options.PubSub chooses PUBLISH/SUBSCRIBE, SPUBLISH/SSUBSCRIBE or
+// both; its default does what Redisson 3.22 and later do (sharded on a Redis
+// Cluster), so that Go and Java clients hear each other's releases. Each channel also has a fallback timer, set
 // from the lock's remaining lease and capped by Options.MaxWaitTimer (for
 // the fair lock, by half of Options.FairWait), so a lost message delays a
 // waiter but never hangs it. Transient Redis errors are retried with
@@ -43,7 +46,21 @@
 // whole lease. A hold's Context (and Done) ends when that is found, with
 // ErrLockLost as its cause (see context.Cause); after a normal Unlock the
 // cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
-// when the lock is lost.
+// when the lock is lost. A loss is found by the watchdog's renewals (every
+// WatchdogLease/3) or, for a fixed lease, when it runs out; with
+// Options.WatchHolds a force unlock is heard at once, from the message it
+// publishes on the lock's channel.
+//
+// The end of a lease is signalled early, by a margin of 1% of the lease
+// plus 2ms (Redlock's allowance; 302ms for the default 30s): a hold whose
+// renewals fail is reported lost that long before its last lease would run
+// out, and a fixed lease's Context ends that long before the lease does
+// (cause ErrNotHeld). Leases are counted from the moment the call that set
+// them was sent, not from its reply. The margin covers clock drift between
+// the client and Redis, Redis's millisecond expiry and the signal's own
+// timer, so a holder that stops at Done has stopped before Redis lets
+// another owner in; a holder process paused or starved of CPU for longer
+// than the margin signals late (see below).
 //
 // # Logs and metrics
 //
@@ -64,5 +81,3 @@
 // the fact. Where that matters, pair the lock with a fencing token that the
 // protected resource checks.
 package lualock
-
-//go:generate go run ./cmd/luagen generate

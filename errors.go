@@ -37,8 +37,9 @@ var (
 	// Context cancelled with it as the cause.
 	ErrClosed = errors.New("lualock: client closed")
 
-	// ErrInvalid is returned for bad arguments (an empty name or one over
-	// 64 KiB, a lease that is not positive, a negative wait, a nil client).
+	// ErrInvalid is returned for bad arguments (a nil context, an empty name
+	// or one over 64 KiB, a lease that is not positive, a negative wait, a
+	// nil client).
 	// Nothing is sent to Redis.
 	ErrInvalid = errors.New("lualock: invalid argument")
 )

@@ -258,6 +258,7 @@ func TestClient_NewFairLockWait_budget(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 
+	lkSettled(t, mr)
 	before := mr.CommandCount()
 	bad := c.NewFairLockWait(name, 100*time.Millisecond)
 	for what, err := range lkCalls(ctx, bad) {

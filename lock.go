@@ -78,6 +78,7 @@ type Lock struct {
 	// lostWhileReleasing is a loss reported during that wait: the reply
 	// decides whether it stands.
 	lostWhileReleasing error
+	watcher            *holdWatcher // Options.WatchHolds: the hold listens on its channel
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -112,8 +113,8 @@ func (l *Lock) Name() string { return l.name }
 // Lock blocks until the handle holds the lock or ctx ends. The watchdog
 // renews the hold until the last Unlock.
 //
-// It returns ErrInvalid for a bad name, ErrClosed after Client.Close, an
-// error wrapping ctx's error when ctx ends first, ErrLockLost when this
+// It returns ErrInvalid for a nil ctx or a bad name, ErrClosed after
+// Client.Close, an error wrapping ctx's error when ctx ends first, ErrLockLost when this
 // handle's current hold was lost, or a non-transient Redis error. Transient
 // Redis errors, connection refused among them, are retried with backoff
 // until ctx ends: give ctx a deadline to bound a wait on an unreachable
@@ -123,7 +124,9 @@ func (l *Lock) Lock(ctx context.Context) error {
 }
 
 // LockLease is Lock with a fixed lease: the hold expires lease after it was
-// taken unless unlocked first, and no watchdog renews it. A lease that is not
+// taken unless unlocked first, and no watchdog renews it. The hold's Context
+// ends 1% of the lease plus 2ms before that (see the package doc, Losing a
+// lock). A lease that is not
 // positive returns ErrInvalid.
 func (l *Lock) LockLease(ctx context.Context, lease time.Duration) error {
 	if err := checkLease(lease); err != nil {
@@ -167,8 +170,12 @@ func checkWait(wait time.Duration) error {
 	return nil
 }
 
-// usable returns the error of a handle that cannot reach Redis.
-func (l *Lock) usable() error {
+// usable returns the error of a call with ctx on a handle that cannot
+// reach Redis: a nil ctx and a bad name are ErrInvalid.
+func (l *Lock) usable(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context (lock %q)", ErrInvalid, l.name)
+	}
 	if l.invalid != nil {
 		return l.invalid
 	}
@@ -186,7 +193,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) (err erro
 		start := time.Now()
 		defer func() { l.acquired(ctx, start, wait, handoff, err) }()
 	}
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -455,7 +462,10 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	if err != nil || n != want {
 		return err
 	}
-	_, err = l.runRelease(ctx, lease, l.latchKey(), want)
+	latch := l.latchKey()
+	if _, err = l.runRelease(ctx, lease, latch, want); err == nil {
+		l.c.latches.drop(latch)
+	}
 	return err
 }
 
@@ -492,6 +502,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	if want == 1 {
 		l.ctx, l.cancel, l.ended, l.unlockReq = nil, nil, nil, ""
 		l.since = start
+		l.watchHold(gen)
 	}
 	if lease == 0 {
 		l.stopExpiry()
@@ -509,11 +520,11 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 }
 
 // startExpiry ends the hold's context when its fixed lease, set in Redis at
-// start or later, runs out. l.mu is held.
+// start or later, runs out, less lossMargin. l.mu is held.
 func (l *Lock) startExpiry(start time.Time) {
 	l.stopExpiry()
 	gen, lease := l.gen, l.lease
-	l.expiry = time.AfterFunc(time.Until(start.Add(lease)), func() {
+	l.expiry = time.AfterFunc(time.Until(start.Add(lease-lossMargin(lease))), func() {
 		l.endHold(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease), false)
 	})
 }
@@ -537,9 +548,40 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 		l.lostWhileReleasing = cause // Unlock decides
 		return
 	}
+	if lost && l.unlockReq != "" && l.holds == 1 {
+		// A release of this last hold got no reply: it may be what
+		// removed the lock. The hold is over either way; the next Unlock
+		// (or Lock) settles the release and tells what it found.
+		if l.watched {
+			l.watched = false
+			l.c.wd.remove(l)
+		}
+		l.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+		return
+	}
 	if lost {
 		l.lost = cause
 	}
+	l.finish(cause)
+}
+
+// expired ends hold gen, under the watchdog, whose lease ran out by the
+// client's clock (less the margin) with no renewal confirmed. Unlike a
+// renewal that finds the lock gone, which may be the handle's own release
+// in flight and waits for its outcome (see unlock), an expiry ends the
+// hold's Context at once even then: the lease is over either way.
+func (l *Lock) expired(gen uint64, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen != gen || l.holds == 0 || l.lost != nil {
+		return
+	}
+	if l.releasing {
+		l.lostWhileReleasing = cause // Unlock decides what it returns
+		l.endContext(cause)
+		return
+	}
+	l.lost = cause
 	l.finish(cause)
 }
 
@@ -547,10 +589,20 @@ func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 // its context. l.mu is held.
 func (l *Lock) finish(cause error) {
 	l.unlockReq = ""
+	l.unwatchHold()
 	l.stopExpiry()
 	if l.watched {
 		l.watched = false
 		l.c.wd.remove(l)
+	}
+	l.endContext(cause)
+}
+
+// endContext cancels the current hold's context with cause, unless it has
+// ended already (the first cause stands). l.mu is held.
+func (l *Lock) endContext(cause error) {
+	if l.ended != nil {
+		return
 	}
 	l.ended = cause
 	if l.cancel != nil {
@@ -562,23 +614,52 @@ func (l *Lock) finish(cause error) {
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.
 //
-// It returns ErrNotHeld when the handle holds nothing (never locked, already
-// unlocked, or its fixed lease ran out), ErrLockLost for each hold of a hold
-// that was lost (a hold under the watchdog found gone at Unlock was lost
-// too: taken away before a renewal noticed), ErrClosed after Client.Close,
-// or the Redis error. After a Redis error the outcome is unknown: calling
-// Unlock again is safe, it replays the first call's outcome instead of
-// releasing a second hold; so does the handle's next Lock, before it
-// re-enters.
+// Unlock works with a ctx that has already ended, as in a deferred Unlock
+// at the end of a request whose context is done: the release is then sent
+// under a short context of its own (context.WithoutCancel(ctx), 2s), and
+// when it ends the last hold the watchdog stops renewing the lock at once,
+// before the release is sent. If ctx ends while Unlock waits for Redis, the
+// release is sent again the same way (a resend replays the first one's
+// outcome, see Options.UnlockLatch). When even that release gets no answer,
+// the hold ends anyway for a last hold: Unlock returns an error wrapping the
+// Redis error that says the release was not confirmed and that the lock
+// expires within its lease (nothing renews it any more), and the hold's
+// Context ends with ErrNotHeld. Unlock on a handle whose other call (a Lock
+// of another goroutine) holds it up waits for that call until ctx ends, or
+// up to that same 2s when ctx had already ended.
+//
+// It returns ErrInvalid for a nil ctx, ErrNotHeld when the handle holds
+// nothing (never locked, already unlocked, or its fixed lease ran out, or
+// the release of its last hold, sent again after a lost reply past the
+// unlock latch, found the lock gone: see Options.UnlockLatch),
+// ErrLockLost for each hold of a hold that was lost (a hold under the
+// watchdog found gone at Unlock was lost too: taken away before a renewal
+// noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
+// error with a live ctx, and for a hold that is not the last, the outcome
+// is unknown: calling Unlock again is safe, it replays the first call's
+// outcome instead of releasing a second hold; so does the handle's next
+// Lock, before it re-enters.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
-	if err := l.op.lock(ctx); err != nil {
+	octx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		octx, cancel = detached(ctx)
+		defer cancel()
+	}
+	if err := l.op.lock(octx); err != nil {
 		return l.errorf("unlock", err)
 	}
 	defer l.op.unlock()
 	return l.unlock(ctx)
+}
+
+// detached is the short context of a clean-up that must run after ctx
+// ended.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 }
 
 // unlock is Unlock under the handle's op lock.
@@ -597,23 +678,58 @@ func (l *Lock) unlock(ctx context.Context) error {
 		l.mu.Unlock()
 		return l.errorf("unlock", err)
 	}
-	if l.unlockReq == "" {
+	lease, watched, holds := l.lease, l.watched, l.holds
+	ended := ctx.Err() != nil
+	if ended && holds == 1 && watched {
+		// The caller is gone: whatever the release's fate, nothing renews
+		// the lock any more, so it expires within one lease at worst. The
+		// watchdog still ends the hold's Context when that lease runs out.
+		l.c.wd.stopRenewing(l)
+	}
+	resend := l.unlockReq != "" // an earlier send of this release got no reply
+	if !resend {
 		l.unlockReq = l.latchKey()
 	}
-	lease, latch, start, watched, holds := l.lease, l.unlockReq, time.Now(), l.watched, l.holds
+	latch, start := l.unlockReq, time.Now()
 	// The watchdog keeps renewing during the release. A renewal racing the
 	// last release finds the lock gone: such a loss waits for the release's
 	// outcome, which decides whether it stands (Redisson #7272).
 	l.releasing = true
 	l.mu.Unlock()
 
-	res, err := l.runRelease(ctx, lease, latch, holds)
+	var res *int64
+	var err error
+	if !ended {
+		res, err = l.runRelease(ctx, lease, latch, holds)
+	}
+	if ended || (err != nil && ctx.Err() != nil) {
+		// ctx ended before or during the call: send the release (again,
+		// replayed by its latch) under a context of its own.
+		if !ended && holds == 1 && watched {
+			l.c.wd.stopRenewing(l)
+		}
+		rctx, cancel := detached(ctx)
+		res, err = l.runRelease(rctx, lease, latch, holds)
+		cancel()
+		ended = true
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releasing = false
 	lostMeanwhile := l.lostWhileReleasing
 	l.lostWhileReleasing = nil
 	if err != nil {
+		if ended && holds == 1 && l.lost == nil {
+			// Nobody will call again: end the hold here. Its renewal
+			// has stopped, so the lock is gone within its lease at worst.
+			l.holds = 0
+			if lostMeanwhile != nil {
+				l.finish(lostMeanwhile)
+				return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w), and the lease ran out meanwhile (%w)", l.name, err, lostMeanwhile)
+			}
+			l.finish(fmt.Errorf("%w: unlocked after its context ended; the release was not confirmed", ErrNotHeld))
+			return fmt.Errorf("lualock: unlock %q: the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", l.name, err, lease)
+		}
 		if lostMeanwhile != nil && l.lost == nil {
 			l.lost = lostMeanwhile
 			l.finish(lostMeanwhile)
@@ -621,7 +737,17 @@ func (l *Lock) unlock(ctx context.Context) error {
 		return l.errorf("unlock", err)
 	}
 	l.unlockReq = ""
+	l.c.latches.drop(latch) // the reply is in: nothing will resend this request
 	switch {
+	case res == nil && resend && holds == 1:
+		// The release was sent before without a reply, and its latch has
+		// expired: the lock is gone because that send released it, or
+		// because it was lost before. Either way this hold has ended, as
+		// the caller asked; nothing says it was taken away.
+		l.holds = 0
+		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
+		l.finish(cause)
+		return l.errorf("unlock", cause)
 	case res == nil && watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
@@ -679,24 +805,28 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
-// lost at their next renewal; this handle's own hold ends with ErrNotHeld.
+// lost at their next renewal, or within milliseconds when their client has
+// Options.WatchHolds (it publishes on the lock's channel, for the fair lock
+// too); this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
 // It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
 // another call of this handle holds it up until ctx ends, or the Redis
 // error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return false, err
 	}
 	if err := l.op.lock(ctx); err != nil {
 		return false, l.errorf("force unlock", err)
 	}
 	defer l.op.unlock()
-	deleted, err := l.runForceRelease(ctx, l.latchKey())
+	latch := l.latchKey()
+	deleted, err := l.runForceRelease(ctx, latch)
 	if err != nil {
 		return false, l.errorf("force unlock", err)
 	}
+	l.c.latches.drop(latch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holds > 0 {
@@ -725,7 +855,7 @@ type Status struct {
 // Status reads the lock's state in one round trip (EVALSHA_RO). It returns
 // ErrInvalid, ErrClosed or the Redis error.
 func (l *Lock) Status(ctx context.Context) (Status, error) {
-	if err := l.usable(); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return Status{}, err
 	}
 	st, err := generated.LockStatus(ctx, l.c.scripts, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
@@ -782,8 +912,9 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 
 // Context returns a context that lives as long as the handle's current
 // hold: it is cancelled when the last Unlock releases it (cause ErrNotHeld),
-// when a fixed lease runs out (cause wraps ErrNotHeld), when the hold is lost
-// (cause wraps ErrLockLost) and, for a hold under the watchdog, when the
+// a margin before a fixed lease runs out (cause wraps ErrNotHeld), when the
+// hold is lost (cause wraps ErrLockLost; for failed renewals, that margin
+// before the lease runs out) and, for a hold under the watchdog, when the
 // client closes (cause wraps ErrClosed). Read the cause with context.Cause. Without a hold it returns a
 // context already cancelled with ErrNotHeld.
 func (l *Lock) Context() context.Context {

@@ -3,6 +3,7 @@ package lualock_test
 import (
 	"context"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 )
 
 // Unit tests of the reentrant lock on miniredis: bad input, use after
@@ -54,6 +56,27 @@ type lkState struct {
 
 func lkSnapshot(mr *miniredis.Miniredis) lkState {
 	return lkState{dump: mr.Dump(), commands: mr.CommandCount()}
+}
+
+// lkSettled waits until the latches of the releases made so far are
+// deleted (in the background, see Options.UnlockLatch), so that their
+// deletion does not land between two snapshots.
+func lkSettled(t *testing.T, mr *miniredis.Miniredis) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		latch := false
+		for _, k := range mr.Keys() {
+			latch = latch || strings.HasPrefix(k, "redisson_unlock_latch:")
+		}
+		if !latch {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("latches still in Redis after 2s: %q", mr.Keys())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // lkCalls runs every method of l that reaches Redis and returns each one's
@@ -100,6 +123,8 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"RetryMin", lualock.Options{RetryMin: -time.Millisecond}},
 		{"RetryMax", lualock.Options{RetryMax: -time.Millisecond}},
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
+		{"PubSub", lualock.Options{PubSub: lualock.PubSubBoth + 1}},
+		{"PubSub", lualock.Options{PubSub: -1}},
 	} {
 		c, err := lualock.New(rdb, tc.opts)
 		if !errors.Is(err, lualock.ErrInvalid) {
@@ -145,6 +170,8 @@ var lkUUID4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0
 func TestOptions_New_defaults(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
+	lose := &lkLoseReply{sha: generated.LockReleaseSHA1}
+	rdb.AddHook(lose)
 	c := lkClient(t, rdb, lualock.Options{})
 	c2 := lkClient(t, rdb, lualock.Options{})
 	if !lkUUID4.MatchString(c.ID()) {
@@ -168,9 +195,13 @@ func TestOptions_New_defaults(t *testing.T) {
 	if len(fields) != 1 || !strings.HasPrefix(fields[0], c.ID()+":") {
 		t.Errorf("owner fields %q, want one of the form %s:<holder id>", fields, c.ID())
 	}
-	// UnlockLatch: the outcome of a release is kept 10s.
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	// UnlockLatch: the outcome of a release whose reply is lost is kept
+	// 10s. (A release that gets its reply has its latch deleted.)
+	lose.left.Store(1000) // every reply, past the generated layer's retries
+	err := l.Unlock(ctx)
+	lose.left.Store(0)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Unlock with its reply lost = %v, want io.EOF", err)
 	}
 	var latches []string
 	for _, k := range mr.Keys() {
@@ -187,14 +218,41 @@ func TestOptions_New_defaults(t *testing.T) {
 	if d := mr.TTL("defaults"); d != 30*time.Second {
 		t.Errorf("lease after a partial Unlock = %v, want 30s", d)
 	}
+	if err := l.Unlock(ctx); err != nil { // replays the lost one
+		t.Fatalf("Unlock: %v", err)
+	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// lkLoseReply is a go-redis hook that lets the next left calls of one
+// script run and then reports io.EOF, as if the reply had been lost.
+type lkLoseReply struct {
+	sha  string
+	left atomic.Int32
+}
+
+func (h *lkLoseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *lkLoseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *lkLoseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && a[1] == h.sha && (err == nil || errors.Is(err, redis.Nil)) && h.left.Add(-1) >= 0 {
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return err
 	}
 }
 
 func TestOptions_New_clientID(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
+	lose := &lkLoseReply{sha: generated.LockReleaseSHA1}
+	rdb.AddHook(lose)
 	c := lkClient(t, rdb, lualock.Options{ClientID: "orders-7", WatchdogLease: 5 * time.Second, UnlockLatch: 2 * time.Second})
 	if c.ID() != "orders-7" {
 		t.Errorf("ID() = %q, want orders-7", c.ID())
@@ -212,18 +270,28 @@ func TestOptions_New_clientID(t *testing.T) {
 	if err := l.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	lose.left.Store(1000) // every reply, past the generated layer's retries
+	err := l.Unlock(ctx)
+	lose.left.Store(0)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Unlock with its reply lost = %v, want io.EOF", err)
 	}
+	latches := 0
 	for _, k := range mr.Keys() {
 		if strings.HasPrefix(k, "redisson_unlock_latch:") {
+			latches++
 			if d := mr.TTL(k); d != 2*time.Second {
 				t.Errorf("latch %s TTL = %v, want UnlockLatch 2s", k, d)
 			}
 		}
 	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
+	if latches != 1 {
+		t.Errorf("%d latches after a release with a lost reply, want 1", latches)
+	}
+	for range 2 { // the first replays the lost one
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
 	}
 }
 
@@ -342,6 +410,7 @@ func TestLock_Unlock_notLocked(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
+	lkSettled(t, mr)
 	before = lkSnapshot(mr)
 	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
 		t.Errorf("second Unlock = %v, want ErrNotHeld", err)
@@ -847,5 +916,55 @@ func TestLock_LockLease_afterRenewalInFlight(t *testing.T) {
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// TestLock_Lock_nilContext: every method that takes a context returns
+// ErrInvalid for a nil one, without a panic and without reaching Redis, on
+// reentrant and fair locks, held or not.
+func TestLock_Lock_nilContext(t *testing.T) {
+	ctx := t.Context()
+	mr, rdb := lkMini(t)
+	for _, kind := range []struct {
+		name string
+		new  func(*lualock.Client, string) *lualock.Lock
+	}{{"reentrant", (*lualock.Client).NewLock}, {"fair", (*lualock.Client).NewFairLock}} {
+		for _, held := range []bool{false, true} {
+			// A client per case, closed at its end: Close sends the latch
+			// deletions still pending, which must not land in the next
+			// case's snapshot.
+			c, err := lualock.New(rdb, lualock.Options{})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			l := kind.new(c, "nil-ctx-"+kind.name)
+			if held {
+				if err := l.Lock(ctx); err != nil {
+					t.Fatalf("%s: Lock: %v", kind.name, err)
+				}
+			}
+			before := lkSnapshot(mr)
+			//lint:ignore SA1012 a nil context is the bad input under test
+			for call, err := range lkCalls(nil, l) {
+				if !errors.Is(err, lualock.ErrInvalid) {
+					t.Errorf("%s (held %v): %s(nil) = %v, want ErrInvalid", kind.name, held, call, err)
+				}
+			}
+			if after := lkSnapshot(mr); after != before {
+				t.Errorf("%s (held %v): calls with a nil context reached Redis: %d commands, data %q -> %q",
+					kind.name, held, after.commands-before.commands, before.dump, after.dump)
+			}
+			if held {
+				if n, err := l.HoldCount(ctx); err != nil || n != 1 {
+					t.Errorf("%s: HoldCount after the nil-context calls = %d, %v; want 1", kind.name, n, err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("%s: Unlock: %v", kind.name, err)
+				}
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
 	}
 }

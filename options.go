@@ -3,6 +3,7 @@ package lualock
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,9 @@ import (
 type Options struct {
 	// WatchdogLease is the lease of locks taken without one (Lock, TryLock):
 	// the watchdog renews it every WatchdogLease/3 while the lock is held.
-	// Default 30s, as Redisson's lockWatchdogTimeout.
+	// When renewals fail, the hold is reported lost 1% of the lease plus
+	// 2ms before its last renewed lease runs out (see the package doc,
+	// Losing a lock). Default 30s, as Redisson's lockWatchdogTimeout.
 	WatchdogLease time.Duration
 
 	// FairWait is the fair lock's wait budget per waiter: how long a queued
@@ -35,11 +38,18 @@ type Options struct {
 
 	// UnlockLatch is how long Redis keeps the outcome of a release under its
 	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. Past the latch the release still is not
-	// applied twice (it names the hold count it releases from), but the
-	// resend of a last hold's release then reports ErrNotHeld. Keep it above
-	// the time go-redis may take to resend a command (ReadTimeout x
-	// (MaxRetries+1), 12s with go-redis's defaults at worst). Default 10s.
+	// instead of releasing twice. The latch is deleted as soon as the
+	// release's reply arrives (in the background, batched, off the caller's
+	// path), so only the latches of releases whose reply was lost live this
+	// long. Past the latch the release still is not applied twice (it names
+	// the hold count it releases from), but the resend of a last hold's
+	// release (the next Unlock or Lock of the handle) then finds the lock
+	// gone and cannot tell whether its first send released it or the lock
+	// was lost before: it reports ErrNotHeld, and the hold's Context ends
+	// with ErrNotHeld. Keep it above the time go-redis may take to resend a
+	// command (ReadTimeout x (MaxRetries+1), 12s with go-redis's defaults at
+	// worst) and above the time a caller may take to call Unlock again
+	// after an error. Default 10s.
 	UnlockLatch time.Duration
 
 	// RetryMin and RetryMax bound the jittered exponential backoff between
@@ -58,11 +68,24 @@ type Options struct {
 	// Default 500.
 	RenewBatch int
 
-	// ShardedPubSub makes releases SPUBLISH and waiters SSUBSCRIBE (Redis 7
-	// sharded pub/sub), for clusters where Redisson is set up the same way.
-	// On a cluster it needs one pub/sub connection per primary whose slots
-	// have waiters, rather than one per client. Default false: PUBLISH and
-	// SUBSCRIBE.
+	// PubSub chooses how releases are published and how waiters listen for
+	// them: PUBLISH/SUBSCRIBE, SPUBLISH/SSUBSCRIBE (Redis 7 sharded pub/sub)
+	// or both. The two kinds never hear each other, so every client of one
+	// lock, Redisson's included, must publish on a kind the others listen
+	// to. Default PubSubAuto: what Redisson 3.22 and later (4.x included)
+	// do with their default settings, sharded on a Redis Cluster
+	// (*redis.ClusterClient), plain on a standalone or failover Redis
+	// (NewFailoverClusterClient included). Use
+	// PubSubPlain on a cluster shared with Redisson before 3.22 only, and
+	// PubSubBoth on a cluster shared with Redisson of both kinds (a fleet
+	// in the middle of an upgrade). See PubSubMode.
+	PubSub PubSubMode
+
+	// ShardedPubSub is the former way to ask for PubSubSharded.
+	//
+	// Deprecated: set PubSub to PubSubSharded. True with PubSub left at
+	// PubSubAuto means PubSubSharded; true with PubSubPlain or PubSubBoth
+	// is ErrInvalid.
 	ShardedPubSub bool
 
 	// Scripter, when set, runs the lock scripts (acquire, release, leave,
@@ -88,6 +111,20 @@ type Options struct {
 	// not close it. Default nil: the redis client runs them.
 	Scripter redis.Scripter
 
+	// WatchHolds makes every held lock listen on its lock's channel while
+	// it is held, so that a force release (ForceUnlock, Redisson's
+	// forceUnlock) ends the hold's Context with ErrLockLost within
+	// milliseconds instead of at the next renewal (WatchdogLease/3 later; for
+	// a fixed lease, not before the lease runs out). It costs one channel
+	// subscription per held lock name on the shared pub/sub connection
+	// (SUBSCRIBE when a hold begins, UNSUBSCRIBE SubscriptionLinger after it
+	// ends) and one HEXISTS per message heard while held. Redisson's
+	// forceUnlock of a fair lock publishes only to the head of its queue, so
+	// a fair hold hears this package's ForceUnlock but not Redisson's. See
+	// the README (Losing a lock) for the figures behind the default.
+	// Default false.
+	WatchHolds bool
+
 	// ClientID is the client id C of the owner fields C:H. Default: a random
 	// UUID v4. Set it only to recognise a process's holds from outside; two
 	// live clients must never share one.
@@ -111,7 +148,7 @@ type Options struct {
 type config struct {
 	Options
 	renewEvery time.Duration
-	publish    string
+	publish    string // the release scripts' publish argument: publish, spublish or both
 }
 
 func (o Options) normalize() (config, error) {
@@ -164,9 +201,112 @@ func (o Options) normalize() (config, error) {
 	case o.SubscriptionLinger < 0:
 		o.SubscriptionLinger = 0
 	}
-	c := config{Options: o, renewEvery: o.WatchdogLease / 3, publish: "publish"}
-	if o.ShardedPubSub {
-		c.publish = "spublish"
+	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
+		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
-	return c, nil
+	if o.ShardedPubSub {
+		switch o.PubSub {
+		case PubSubAuto, PubSubSharded:
+			o.PubSub = PubSubSharded
+		default:
+			return config{}, fmt.Errorf("%w: Options.ShardedPubSub (deprecated) is true and Options.PubSub is %v; set PubSub alone", ErrInvalid, o.PubSub)
+		}
+	}
+	return config{Options: o, renewEvery: o.WatchdogLease / 3}, nil
+}
+
+// PubSubMode is the kind of pub/sub a Client uses for release messages
+// (Options.PubSub). Redisson picks it by version and topology:
+//
+//   - Redisson before 3.22, on any Redis: PUBLISH/SUBSCRIBE.
+//   - Redisson 3.22 and later (4.x included) on a Redis 7 cluster:
+//     SPUBLISH/SSUBSCRIBE, sharded pub/sub (3.29 and later call it
+//     shardedSubscriptionMode AUTO, the default; setting it OFF goes back to
+//     PUBLISH/SUBSCRIBE).
+//   - Redisson of any version on a standalone, master-replica or sentinel
+//     Redis: PUBLISH/SUBSCRIBE.
+//
+// A waiter that listens on one kind does not hear releases published on the
+// other: it wakes only at its fallback timer (the lock's remaining lease, at
+// most Options.MaxWaitTimer), seconds instead of milliseconds.
+type PubSubMode int
+
+const (
+	// PubSubAuto, the default, does what current Redisson does with its
+	// defaults: PubSubSharded on a *redis.ClusterClient, PubSubPlain on
+	// any other client, and on a ClusterClient whose options set
+	// ClusterSlots, as redis.NewFailoverClusterClient does for a
+	// sentinel-managed Redis (Redisson's sentinel mode uses plain pub/sub).
+	PubSubAuto PubSubMode = iota
+	// PubSubPlain publishes with PUBLISH and listens with SUBSCRIBE, as
+	// Redisson before 3.22 does everywhere, and every Redisson version on
+	// a standalone or failover Redis.
+	PubSubPlain
+	// PubSubSharded publishes with SPUBLISH and listens with SSUBSCRIBE
+	// (Redis 7 sharded pub/sub), as Redisson 3.22 and later on a Redis 7
+	// cluster. On a cluster it takes one pub/sub connection per primary
+	// whose slots have waiters, rather than one per client.
+	PubSubSharded
+	// PubSubBoth publishes every release twice, with PUBLISH then
+	// SPUBLISH, and makes each waiter listen on both kinds, so that it
+	// serves Redisson clients older and newer than 3.22 at once on one
+	// cluster. A lualock waiter then hears each release twice; the second
+	// message costs at most one extra acquisition attempt.
+	PubSubBoth
+)
+
+var pubSubNames = [...]string{PubSubAuto: "auto", PubSubPlain: "plain", PubSubSharded: "sharded", PubSubBoth: "both"}
+
+// String returns the mode's name: auto, plain, sharded or both.
+func (m PubSubMode) String() string {
+	if m >= 0 && int(m) < len(pubSubNames) {
+		return pubSubNames[m]
+	}
+	return fmt.Sprintf("PubSubMode(%d)", int(m))
+}
+
+// MarshalText returns the mode's name, as String.
+func (m PubSubMode) MarshalText() ([]byte, error) {
+	if m < 0 || int(m) >= len(pubSubNames) {
+		return nil, fmt.Errorf("%w: unknown PubSubMode %d", ErrInvalid, int(m))
+	}
+	return []byte(pubSubNames[m]), nil
+}
+
+// UnmarshalText sets m from a name: auto, plain, sharded or both (ASCII
+// case ignored). Any other text is ErrInvalid.
+func (m *PubSubMode) UnmarshalText(text []byte) error {
+	for i, n := range pubSubNames {
+		if strings.EqualFold(string(text), n) {
+			*m = PubSubMode(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: pub/sub mode %q, want auto, plain, sharded or both", ErrInvalid, text)
+}
+
+// publishArg is the release scripts' publish argument for a resolved mode.
+func (m PubSubMode) publishArg() string {
+	switch m {
+	case PubSubSharded:
+		return "spublish"
+	case PubSubBoth:
+		return "both"
+	default:
+		return "publish"
+	}
+}
+
+// resolve returns the mode that Auto stands for on rdb.
+func (m PubSubMode) resolve(rdb redis.UniversalClient) PubSubMode {
+	if m != PubSubAuto {
+		return m
+	}
+	// A ClusterClient with its own ClusterSlots is no Redis Cluster as
+	// Redisson sees one: NewFailoverClusterClient makes such a client for a
+	// sentinel-managed Redis, where Redisson uses plain pub/sub.
+	if cc, cluster := rdb.(*redis.ClusterClient); cluster && cc.Options().ClusterSlots == nil {
+		return PubSubSharded
+	}
+	return PubSubPlain
 }

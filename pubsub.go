@@ -31,6 +31,7 @@ const confirmWait = 2 * time.Second
 // the bookkeeping of other waiters.
 type subscriber struct {
 	c       *Client
+	sharded bool // SSUBSCRIBE rather than SUBSCRIBE
 	mu      sync.Mutex
 	conns   map[string]*psConn // by node address; "" for the one unsharded connection
 	chans   map[string]*chanSub
@@ -82,6 +83,9 @@ type chanSub struct {
 	ceil      time.Duration // the longest timer its waiters asked for
 	linger    *time.Timer   // unsubscribes a channel left without waiters
 	pending   bool          // a message came while no waiter listened
+	// watchers are held locks listening for a force release (see
+	// holdwatch.go): every message reaches all of them.
+	watchers []*holdWatcher
 }
 
 // subscription is one waiter's interest in a channel.
@@ -90,10 +94,45 @@ type subscription struct {
 	ch   *chanSub
 	wake chan struct{} // one pending wake-up at most
 	done bool
+	// twin is the same waiter's subscription on the other kind of pub/sub
+	// (PubSubBoth). The two share wake, so a message on either wakes the
+	// waiter, and hint and release act on both.
+	twin *subscription
 }
 
-func newSubscriber(c *Client) *subscriber {
-	return &subscriber{c: c, conns: map[string]*psConn{}, chans: map[string]*chanSub{}}
+func newSubscriber(c *Client, sharded bool) *subscriber {
+	return &subscriber{c: c, sharded: sharded, conns: map[string]*psConn{}, chans: map[string]*chanSub{}}
+}
+
+// newSubscribers returns the subscribers of mode (resolved): one, or with
+// PubSubBoth a plain one and a sharded one.
+func newSubscribers(c *Client, mode PubSubMode) []*subscriber {
+	switch mode {
+	case PubSubSharded:
+		return []*subscriber{newSubscriber(c, true)}
+	case PubSubBoth:
+		return []*subscriber{newSubscriber(c, false), newSubscriber(c, true)}
+	default:
+		return []*subscriber{newSubscriber(c, false)}
+	}
+}
+
+// subscribe registers a waiter on channel with every subscriber of the
+// client, as subscriber.subscribe does with one. With two (PubSubBoth) the
+// waiter gets one subscription whose twin is the other, sharing one wake-up
+// channel; it is fresh when either is.
+func (c *Client) subscribe(ctx context.Context, channel string) (*subscription, bool, error) {
+	sub, fresh, err := c.subs[0].subscribe(ctx, channel, nil)
+	if err != nil || len(c.subs) == 1 {
+		return sub, fresh, err
+	}
+	twin, fresh2, err := c.subs[1].subscribe(ctx, channel, sub.wake)
+	if err != nil {
+		sub.release(false, 0)
+		return nil, false, err
+	}
+	sub.twin = twin
+	return sub, fresh || fresh2, nil
 }
 
 // subscribe registers a waiter on channel, subscribing it if it is new, and
@@ -105,7 +144,10 @@ func newSubscriber(c *Client) *subscriber {
 // the next one. A subscription Redis does not confirm in time (it is
 // unreachable) is not an error: go-redis subscribes again when it
 // reconnects, and the waiter's fallback timer covers the meantime.
-func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscription, fresh bool, err error) {
+//
+// wake, when not nil, is the wake-up channel of the waiter's subscription
+// on the other kind of pub/sub (PubSubBoth), shared by this one.
+func (s *subscriber) subscribe(ctx context.Context, channel string, wake chan struct{}) (sub *subscription, fresh bool, err error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -119,7 +161,10 @@ func (s *subscriber) subscribe(ctx context.Context, channel string) (sub *subscr
 	if cs == nil {
 		cs = s.add(channel)
 	}
-	sub = &subscription{s: s, ch: cs, wake: make(chan struct{}, 1)}
+	if wake == nil {
+		wake = make(chan struct{}, 1)
+	}
+	sub = &subscription{s: s, ch: cs, wake: wake}
 	cs.waiters = append(cs.waiters, sub)
 	if cs.pending {
 		cs.pending = false
@@ -159,7 +204,7 @@ func (s *subscriber) add(channel string) *chanSub {
 // primary of its slot, which the sender looks up (opPlace); movedFrom is
 // the node its slot has left, if it moved. s.mu is held.
 func (s *subscriber) attach(cs *chanSub, movedFrom string) {
-	if _, cluster := s.c.rdb.(*redis.ClusterClient); cluster && s.c.cfg.ShardedPubSub {
+	if _, cluster := s.c.rdb.(*redis.ClusterClient); cluster && s.sharded {
 		s.enqueue(psOp{kind: opPlace, channel: cs.name, movedFrom: movedFrom})
 		return
 	}
@@ -244,7 +289,7 @@ func (s *subscriber) send() {
 		s.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
-		sharded := s.c.cfg.ShardedPubSub
+		sharded := s.sharded
 		// Errors are left to go-redis: a PubSub keeps its channels and
 		// subscribes them again when it reconnects, which the listener sees
 		// as a confirmation that wakes the channel's waiters.
@@ -274,7 +319,7 @@ func (s *subscriber) send() {
 func (s *subscriber) open(ctx context.Context, op psOp) {
 	var ps *redis.PubSub
 	switch {
-	case s.c.cfg.ShardedPubSub:
+	case s.sharded:
 		// A cluster client binds a sharded PubSub to the node of its first
 		// channel: create it with the channel.
 		ps = s.c.rdb.SSubscribe(ctx, op.channel)
@@ -474,6 +519,7 @@ func (s *subscriber) confirmed(conn *psConn, channel string) {
 	for _, w := range cs.waiters {
 		w.signal()
 	}
+	notifyWatchers(cs.watchers)
 	if len(cs.waiters) == 0 {
 		cs.pending = true // for the next waiter of a lingering channel
 	}
@@ -482,9 +528,14 @@ func (s *subscriber) confirmed(conn *psConn, channel string) {
 func (s *subscriber) message(channel string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cs := s.chans[channel]; cs != nil && !cs.wakeOne() && len(cs.waiters) == 0 {
+	cs := s.chans[channel]
+	if cs == nil || s.closed {
+		return
+	}
+	if !cs.wakeOne() && len(cs.waiters) == 0 {
 		cs.pending = true
 	}
+	notifyWatchers(cs.watchers)
 }
 
 // wakeOne wakes the longest-idle waiter that has no wake-up pending and
@@ -513,6 +564,9 @@ func (w *subscription) signal() bool {
 // expiry), at least floor and at most ceil from now, by moving the channel's
 // fallback timer earlier.
 func (w *subscription) hint(ttl, floor, ceil time.Duration) {
+	if w.twin != nil {
+		w.twin.hint(ttl, floor, ceil)
+	}
 	s := w.s
 	d := ceil
 	if ttl >= 0 {
@@ -561,6 +615,9 @@ func (s *subscriber) arm(cs *chanSub, d time.Duration) {
 // leaves the others a timer at that lease: if the lease runs out, nothing
 // is published.
 func (w *subscription) release(acquired bool, lease time.Duration) {
+	if w.twin != nil {
+		w.twin.release(acquired, lease)
+	}
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -580,7 +637,14 @@ func (w *subscription) release(acquired bool, lease time.Duration) {
 	if s.closed {
 		return
 	}
-	if len(cs.waiters) > 0 {
+	if len(cs.waiters) > 0 || len(cs.watchers) > 0 {
+		if len(cs.waiters) == 0 {
+			if cs.timer != nil { // the watchers need no timer
+				cs.timer.Stop()
+				cs.timer = nil
+			}
+			return
+		}
 		d := cs.ceil
 		if acquired {
 			d = min(lease+time.Millisecond, cs.ceil)
@@ -590,16 +654,22 @@ func (w *subscription) release(acquired bool, lease time.Duration) {
 		}
 		return
 	}
+	s.idle(cs, acquired)
+}
+
+// idle drops a channel left without waiters or watchers: at once or, when
+// linger is set, after Options.SubscriptionLinger. s.mu is held.
+func (s *subscriber) idle(cs *chanSub, linger bool) {
 	if cs.timer != nil {
 		cs.timer.Stop()
 		cs.timer = nil
 	}
-	if linger := s.c.cfg.SubscriptionLinger; acquired && linger > 0 {
+	if d := s.c.cfg.SubscriptionLinger; linger && d > 0 {
 		var t *time.Timer
-		t = time.AfterFunc(linger, func() {
+		t = time.AfterFunc(d, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if cs.linger == t && len(cs.waiters) == 0 && !s.closed {
+			if cs.linger == t && len(cs.waiters) == 0 && len(cs.watchers) == 0 && !s.closed {
 				cs.linger = nil
 				s.unsubscribe(cs)
 			}
@@ -623,7 +693,7 @@ func (s *subscriber) unsubscribe(cs *chanSub) {
 		s.drop(conn)
 		return
 	}
-	if s.c.cfg.ShardedPubSub {
+	if s.sharded {
 		conn.ownUnsubs[cs.name]++
 	}
 	s.enqueue(psOp{kind: opUnsubscribe, conn: conn, channel: cs.name})

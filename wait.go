@@ -29,7 +29,7 @@ func (w *waiting) subscribe(ctx context.Context) (fresh bool, err error) {
 	if w.l.kind == fair {
 		ch = w.l.waiterChannel()
 	}
-	sub, fresh, err := w.l.c.subs.subscribe(ctx, ch)
+	sub, fresh, err := w.l.c.subscribe(ctx, ch)
 	if err != nil {
 		return false, err
 	}

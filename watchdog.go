@@ -14,10 +14,11 @@ import (
 
 // watchdog renews the lease of every watched hold of a client, every
 // WatchdogLease/3, in one script call per batch of locks (per cluster slot
-// on a cluster), all batches in one pipeline. A lock the
+// on a cluster), all batches in one pipeline (on a cluster, one pipeline per
+// primary, sent independently). A lock the
 // script reports gone is lost. When renewals fail (Redis unreachable) it
-// retries sooner, and reports a hold lost once its last renewed lease would
-// have run out.
+// retries sooner, and reports a hold lost lossMargin before its last
+// renewed lease would run out.
 type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
@@ -33,10 +34,27 @@ type watchdog struct {
 	landed chan struct{}
 }
 
+// lossMargin is how long before a lease runs out by the client's clock a
+// hold is reported at its end: the watchdog's loss (ErrLockLost) and a fixed
+// lease's end (ErrNotHeld) come that much early, so that a holder that stops
+// at Done has stopped before Redis lets another owner in. It is Redlock's
+// allowance, 1% of the lease plus 2ms (at most half the lease): the 1%
+// covers the rate drift between the client's clock and Redis's (NTP keeps
+// it under 0.05%, a free-running quartz under 0.01%) with room to spare,
+// the 2ms Redis's millisecond expiry (a key set to expire at t is gone at
+// t+1ms at the latest) and the lateness of the client's own timer. The
+// lease is counted from the moment its call was sent, not from the reply,
+// so the time the call took on its way to Redis is on the safe side too.
+// For the default 30s lease it is 302ms.
+func lossMargin(lease time.Duration) time.Duration {
+	return min(lease/100+2*time.Millisecond, lease/2)
+}
+
 type watch struct {
 	gen     uint64
 	renewed time.Time // when the lease was last set: by the acquisition or a renewal
 	paused  bool      // an acquisition with a fixed lease is under way: skip it
+	stopped bool      // an Unlock whose ctx ended stopped its renewal: skip it for good
 }
 
 func newWatchdog(c *Client) *watchdog {
@@ -81,7 +99,7 @@ func (w *watchdog) quiesce(ctx context.Context, l *Lock) (resume func(), err err
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if e, ok := w.entries[l]; ok {
+		if e, ok := w.entries[l]; ok && !e.stopped {
 			e.paused = false
 			w.entries[l] = e
 		}
@@ -95,6 +113,18 @@ func (w *watchdog) quiesce(ctx context.Context, l *Lock) (resume func(), err err
 		}
 	}
 	return resume, nil
+}
+
+// stopRenewing keeps renewals off l for good while still watching its
+// lease: expire reports it when the lease runs out, unless the hold ends
+// first.
+func (w *watchdog) stopRenewing(l *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e, ok := w.entries[l]; ok {
+		e.paused, e.stopped = true, true
+		w.entries[l] = e
+	}
 }
 
 func (w *watchdog) remove(l *Lock) {
@@ -137,14 +167,19 @@ func (w *watchdog) run() {
 			return
 		case <-t.C:
 		}
-		next := every
-		if !w.round() {
+		started := time.Now()
+		var next time.Duration
+		if w.round() {
+			// The period counts from the start of the last round, so that
+			// a slow round does not stretch it.
+			next = every - time.Since(started)
+		} else {
 			// Renewals fail: try again soon, and be awake when the first
 			// lease that was not renewed runs out.
-			next = max(min(retry, w.untilExpiry()), time.Millisecond)
+			next = min(retry, w.untilExpiry())
 		}
 		w.expire()
-		t.Reset(next)
+		t.Reset(max(next, time.Millisecond))
 	}
 }
 
@@ -175,10 +210,17 @@ func (w *watchdog) round() bool {
 	}
 }
 
-// untilExpiry is the time until the earliest watched lease runs out, as
-// last renewed; the full lease when nothing is watched.
+// lossAfter is how long after its lease was set a hold is reported lost
+// unless renewed: the lease less lossMargin.
+func (w *watchdog) lossAfter() time.Duration {
+	return w.c.cfg.WatchdogLease - lossMargin(w.c.cfg.WatchdogLease)
+}
+
+// untilExpiry is the time until the earliest watched hold is due to be
+// reported lost (lossAfter after its lease was last set); lossAfter when
+// nothing is watched.
 func (w *watchdog) untilExpiry() time.Duration {
-	lease := w.c.cfg.WatchdogLease
+	lease := w.lossAfter()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	left := lease
@@ -188,10 +230,26 @@ func (w *watchdog) untilExpiry() time.Duration {
 	return left
 }
 
-// expire reports lost every hold whose last renewed lease has run out: Redis
-// has dropped it, whatever the failed renewals said.
+// untilExpiryOf is untilExpiry among the holds of batches.
+func (w *watchdog) untilExpiryOf(batches []*batch) time.Duration {
+	lease := w.lossAfter()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	left := lease
+	for _, b := range batches {
+		for i, l := range b.locks {
+			if e, ok := w.entries[l]; ok && e.gen == b.gens[i] {
+				left = min(left, lease-time.Since(e.renewed))
+			}
+		}
+	}
+	return left
+}
+
+// expire reports lost every hold whose last renewed lease has run out, but
+// for lossMargin: Redis drops it then, whatever the failed renewals said.
 func (w *watchdog) expire() {
-	lease := w.c.cfg.WatchdogLease
+	lease := w.lossAfter()
 	type gone struct {
 		l   *Lock
 		gen uint64
@@ -206,7 +264,7 @@ func (w *watchdog) expire() {
 	}
 	w.mu.Unlock()
 	for _, g := range lost {
-		g.l.endHold(g.gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed), true)
+		g.l.expired(g.gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
 	}
 }
 
@@ -221,27 +279,98 @@ type batch struct {
 
 // renewAll renews every watched hold once. It returns false when some call
 // failed, so that the loop retries sooner.
+//
+// On a cluster the batches go to their nodes independently, one pipeline
+// per primary, each in its own goroutine with its own deadline: a node
+// that is down or slow fails (or delays) only the renewals of the locks it
+// serves, never those of the others (a go-redis cluster pipeline that hits
+// its deadline on one node sets that error on all its commands). Each
+// node's replies are applied as soon as they land.
 func (w *watchdog) renewAll() bool {
 	batches := w.batches()
 	if len(batches) == 0 {
 		return true
 	}
 	defer w.land()
-	start := time.Now()
-	// A call may take no longer than the time to the first expiry, so that
-	// a hung Redis cannot delay the loss past the lease.
-	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.c.cfg.renewEvery, w.untilExpiry()), time.Millisecond))
-	defer cancel()
-	err := w.send(ctx, batches)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = generated.LockRenewScript.Load(ctx, w.c.rdb); err == nil {
-			_ = w.send(ctx, batches) // each batch's result is read from its cmd below
+	groups := w.byNode(batches)
+	if len(groups) == 1 {
+		return w.renewGroup(groups[0])
+	}
+	var wg sync.WaitGroup
+	oks := make([]bool, len(groups))
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			oks[i] = w.renewGroup(g)
+		}()
+	}
+	wg.Wait()
+	for _, ok := range oks {
+		if !ok {
+			return false
 		}
 	}
-	w.land()
+	return true
+}
+
+// nodeGroup is the batches served by one node, and that node's client
+// (nil when not on a cluster, or when the node is not known).
+type nodeGroup struct {
+	node    *redis.Client
+	batches []*batch
+}
+
+// byNode groups the batches by the primary that serves their slot, as the
+// cluster client last knew it: one group in all when not on a cluster.
+func (w *watchdog) byNode(batches []*batch) []nodeGroup {
+	cc, ok := w.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return []nodeGroup{{batches: batches}}
+	}
+	var out []nodeGroup
+	index := map[string]int{}
+	for _, b := range batches {
+		node, err := cc.MasterForKey(w.ctx, b.keys.Locks[0])
+		addr := ""
+		if err == nil {
+			addr = node.Options().Addr
+		} else {
+			node = nil
+		}
+		i, seen := index[addr]
+		if !seen {
+			i = len(out)
+			index[addr] = i
+			out = append(out, nodeGroup{node: node})
+		}
+		out[i].batches = append(out[i].batches, b)
+	}
+	return out
+}
+
+// renewGroup sends one node's batches in one pipeline and applies the
+// replies. It returns false when some call failed.
+func (w *watchdog) renewGroup(g nodeGroup) bool {
+	start := time.Now() // the leases are set at start or later
+	// A call may take no longer than the time to the first expiry among
+	// these holds, so that a hung node cannot delay their loss past the
+	// lease.
+	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.c.cfg.renewEvery, w.untilExpiryOf(g.batches)), time.Millisecond))
+	defer cancel()
+	err := w.send(ctx, g.batches)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		var loader redis.Scripter = w.c.rdb
+		if g.node != nil {
+			loader = g.node // only the node that lost its scripts
+		}
+		if err = generated.LockRenewScript.Load(ctx, loader); err == nil {
+			_ = w.send(ctx, g.batches) // each batch's result is read from its cmd below
+		}
+	}
 	took := time.Since(start)
 	ok := true
-	for _, b := range batches {
+	for _, b := range g.batches {
 		res, err := generated.LockRenewResult(b.cmd)
 		if err == nil && len(res) != len(b.locks) {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))

@@ -61,29 +61,80 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // severity it returns a *DiagnosticsError and no files. The output depends
 // on nothing but the input: same scripts, same bytes.
 func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
+	files, _, err := GenerateLint(fsys, cfg)
+	return files, err
+}
+
+// GenerateLint is Generate that also returns every finding of Lint, so
+// that a caller that shows the warnings lints once: on success the
+// findings are warnings only; on findings of Error severity the error is a
+// *DiagnosticsError carrying the same findings.
+func GenerateLint(fsys fs.FS, cfg Config) (map[string][]byte, []Diagnostic, error) {
 	cfg = cfg.withDefaults()
 	scripts, diags := Parse(fsys, cfg)
 	for _, s := range scripts {
-		diags = append(diags, lintScript(s)...)
+		diags = append(diags, lintScript(s, cfg)...)
 	}
 	SortDiagnostics(diags)
 	if HasErrors(diags) {
-		return nil, &DiagnosticsError{Diagnostics: diags}
+		return nil, diags, &DiagnosticsError{Diagnostics: diags}
 	}
 	if err := CheckPackageName(cfg.Package); err != nil {
-		return nil, err
+		return nil, diags, err
 	}
+	if cfg.Library != "" {
+		if !validName(cfg.Library) {
+			return nil, diags, fmt.Errorf("library name %q: use letters, digits and underscores, starting with a letter", cfg.Library)
+		}
+		for _, s := range scripts {
+			if s.Library != "" {
+				return nil, diags, fmt.Errorf("%s is a Functions library itself: it cannot be built into the library %s; move it out of %s", s.File, cfg.Library, cfg.Src)
+			}
+		}
+	}
+	files, err := render(cfg, scripts)
+	if err != nil {
+		return nil, diags, err
+	}
+	return files, diags, nil
+}
+
+// render renders the package of scripts that passed lint.
+func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	slices.SortFunc(scripts, func(a, b *Script) int { return strings.Compare(a.Name, b.Name) })
 
 	out := map[string][]byte{}
 	converters := map[string]bool{}
 	composed := map[string]string{}
+	var plain []*Script // scripts, not Functions libraries
+	prefixes := false
 	for _, s := range scripts {
+		if s.Library != "" {
+			d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+			for _, f := range s.Functions {
+				d.Funcs = append(d.Funcs, newFuncData(s, f, converters, composed))
+			}
+			name := OutputName(s.File)
+			b, err := renderFile("library.go.tmpl", name, d)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = b
+			continue
+		}
+		plain = append(plain, s)
 		conv := converterExpr(s.Return, converters, composed)
-		d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+		for pos := range prefixPositions(s, cfg.KeyPrefixArgs) {
+			if pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
+				d.Prefixes = append(d.Prefixes, s.Args[pos-1])
+			}
+		}
+		slices.SortFunc(d.Prefixes, func(a, b Param) int { return a.Line - b.Line })
+		prefixes = prefixes || len(d.Prefixes) > 0
 		d.fill(conv)
 		name := OutputName(s.File)
-		b, err := render("script.go.tmpl", name, d)
+		b, err := renderFile("script.go.tmpl", name, d)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +150,12 @@ func Generate(fsys fs.FS, cfg Config) (map[string][]byte, error) {
 	for _, name := range names {
 		convs = append(convs, composed[name])
 	}
-	b, err := render("shared.go.tmpl", SharedFile, sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: scripts, Converters: convs})
+	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain, Converters: convs, Prefixes: prefixes}
+	if cfg.Library != "" {
+		shared.Library = cfg.Library
+		shared.LibrarySource = sourceLiteral(BuildLibrary(cfg.Library, scripts))
+	}
+	b, err := renderFile("shared.go.tmpl", SharedFile, shared)
 	if err != nil {
 		return nil, err
 	}
@@ -128,37 +184,55 @@ func CheckPackageName(name string) error {
 }
 
 type sharedData struct {
-	Package    string
-	Src        string
-	Scripts    []*Script
-	Converters []string
+	Prefixes      bool // some script checks key-prefix args
+	Library       string
+	LibrarySource string
+	Package       string
+	Src           string
+	Scripts       []*Script
+	Converters    []string
 }
 
 type scriptData struct {
+	paramData
+	Funcs         []funcData // of a Functions library
+	Library       string
 	S             *Script
 	Package       string
 	SourceLiteral string
 	Doc           []string
-	KeyPos        []string
-	ArgPos        []string
-	ArgGoTypes    []string
-	KeysBody      string
-	ArgsBody      string
 	ResultSig     string
 	Convert       string
+	Prefixes      []Param // args that carry a key prefix
+}
+
+// paramData is what the templates need of a script's or a function's keys
+// and args: positions, Go types and the bodies of keys() and args().
+type paramData struct {
+	KeyPos     []string
+	ArgPos     []string
+	ArgGoTypes []string
+	KeysBody   string
+	ArgsBody   string
+}
+
+func newParamData(keys, args []Param) paramData {
+	var d paramData
+	for i, k := range keys {
+		d.KeyPos = append(d.KeyPos, position(i+1, k.Variadic))
+	}
+	for i, a := range args {
+		d.ArgPos = append(d.ArgPos, position(i+1, a.Variadic))
+		d.ArgGoTypes = append(d.ArgGoTypes, ArgTypes[a.Type])
+	}
+	d.KeysBody = listBody("k", "keys", "string", keys)
+	d.ArgsBody = listBody("a", "args", "any", args)
+	return d
 }
 
 func (d *scriptData) fill(conv string) {
 	s := d.S
-	for i, k := range s.Keys {
-		d.KeyPos = append(d.KeyPos, position(i+1, k.Variadic))
-	}
-	d.KeysBody = listBody("k", "keys", "string", s.Keys)
-	d.ArgsBody = listBody("a", "args", "any", s.Args)
-	for i, a := range s.Args {
-		d.ArgPos = append(d.ArgPos, position(i+1, a.Variadic))
-		d.ArgGoTypes = append(d.ArgGoTypes, ArgTypes[a.Type])
-	}
+	d.paramData = newParamData(s.Keys, s.Args)
 	d.Doc = docLines(s)
 	if t := s.Return.GoType(); t == "" {
 		d.ResultSig = "error"
@@ -238,7 +312,7 @@ func lowerFirst(s string) string {
 	return string(unicode.ToLower(r)) + s[n:]
 }
 
-func render(tmpl, name string, data any) ([]byte, error) {
+func renderFile(tmpl, name string, data any) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, tmpl, data); err != nil {
 		return nil, fmt.Errorf("render %s: %w", name, err)
@@ -352,4 +426,70 @@ func arrayOf[T any](f func(any) (T, error)) func(any) ([]T, error) {
 		return out, nil
 	}
 }`,
+}
+
+// BuildLibrary builds scripts into the code of one Redis Functions library
+// named name, as FUNCTION LOAD takes it: each script's text (its #! line
+// dropped) becomes the body of a local function of KEYS and ARGV, which
+// the library registers under the script's name, with the no-writes flag
+// when the script is read-only (so that FCALL_RO runs it) and the flags of
+// its shebang. The scripts keep their meaning: KEYS and ARGV are the
+// FCALL's keys and args.
+func BuildLibrary(name string, scripts []*Script) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "#!lua name=%s\n-- Built by luagen from %d scripts; each is a function of its name.\n", name, len(scripts))
+	for _, s := range scripts {
+		body := s.Source
+		if s.Shebang != "" {
+			if i := bytes.IndexByte(body, '\n'); i >= 0 {
+				body = body[i+1:]
+			} else {
+				body = nil
+			}
+		}
+		fn := "script_" + s.Name
+		fmt.Fprintf(&b, "\n-- %s\nlocal function %s(KEYS, ARGV)\n", s.File, fn)
+		b.Write(body)
+		if len(body) > 0 && body[len(body)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		b.WriteString("end\n")
+		var flags []string
+		if s.ReadOnly || shebangFlag(s.Shebang, "no-writes") {
+			flags = append(flags, "no-writes")
+		}
+		for _, f := range []string{"allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"} {
+			if shebangFlag(s.Shebang, f) {
+				flags = append(flags, f)
+			}
+		}
+		quoted := make([]string, len(flags))
+		for i, f := range flags {
+			quoted[i] = "'" + f + "'"
+		}
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = %s, flags = {%s}}\n", s.Name, fn, strings.Join(quoted, ", "))
+	}
+	return b.Bytes()
+}
+
+// funcData is what the library template needs of one registered function.
+type funcData struct {
+	paramData
+	F      Function
+	Name   string // Go name: library and function
+	Doc    []string
+	GoType string // "" for a nil reply
+	Conv   string
+}
+
+func newFuncData(s *Script, f Function, need map[string]bool, composed map[string]string) funcData {
+	d := funcData{F: f, Name: s.GoName + f.GoName}
+	if !f.Typed {
+		return d
+	}
+	d.paramData = newParamData(f.Keys, f.Args)
+	d.GoType = f.Return.GoType()
+	d.Conv = converterExpr(f.Return, need, composed)
+	d.Doc = f.Doc
+	return d
 }

@@ -14,21 +14,24 @@ import (
 func Lint(fsys fs.FS, cfg Config) []Diagnostic {
 	scripts, diags := Parse(fsys, cfg)
 	for _, s := range scripts {
-		diags = append(diags, lintScript(s)...)
+		diags = append(diags, lintScript(s, cfg)...)
 	}
 	SortDiagnostics(diags)
 	return diags
 }
 
-// lintScript runs the syntax check and the AST rules on one script and drops
-// the findings its luagen:ignore comments silence.
-func lintScript(s *Script) []Diagnostic {
+// lintScript runs the syntax check and the AST rules on one script, drops
+// the findings its luagen:ignore comments silence and applies the
+// severities of cfg.
+func lintScript(s *Script, cfg Config) []Diagnostic {
 	var out []Diagnostic
-	for _, d := range lintAST(s) {
+	for _, d := range lintAST(s, cfg) {
 		if d.Rule != RuleSyntax && s.silenced(d.Line, d.Rule) {
 			continue
 		}
-		out = append(out, d)
+		if d, ok := cfg.severity(s.place(d)); ok {
+			out = append(out, d)
+		}
 	}
 	return out
 }

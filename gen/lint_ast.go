@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
@@ -72,6 +73,7 @@ var Rules = []RuleInfo{
 	{RuleUnusedKey, Error, "a declared @key the script never reads"},
 	{RuleUnusedArg, Error, "a declared @arg the script never reads"},
 	{RuleNonKeyArgument, Error, "a key passed to redis.call or redis.pcall that does not come from KEYS"},
+	{RuleReadOnlyWrite, Error, "a write command in a script or function declared read-only (@flag read-only, no-writes)"},
 	{RuleShadowedLocal, Warning, "a local that shadows or redeclares another local"},
 	{RuleUnusedLocal, Warning, "a local variable, local function or loop variable never read"},
 }
@@ -104,7 +106,7 @@ var forbidden = map[string]string{
 
 // lintAST parses the script with gopher-lua and runs the AST rules on it. A
 // script that does not parse gets a single syntax finding.
-func lintAST(s *Script) []Diagnostic {
+func lintAST(s *Script, cfg Config) []Diagnostic {
 	src := luaLines(s.Source)
 	if s.Shebang != "" {
 		// Blank the #! line but keep its line break, so lines stay numbered,
@@ -115,8 +117,9 @@ func lintAST(s *Script) []Diagnostic {
 			src = nil
 		}
 	}
-	chunk, err := parse.Parse(bytes.NewReader(src), s.File)
-	bad, malformed := malformedNumber(s.File, src)
+	toks := lexLua(src)
+	chunk, err := parse.Parse(bytes.NewReader(hexFloats(src, toks)), s.File)
+	bad, malformed := malformedNumber(s.File, toks)
 	if err != nil {
 		d := syntaxDiagnostic(s.File, src, err)
 		if malformed && (bad.Line < d.Line || bad.Line == d.Line && bad.Col < d.Col) {
@@ -127,7 +130,7 @@ func lintAST(s *Script) []Diagnostic {
 	if malformed {
 		return []Diagnostic{bad}
 	}
-	if d, ok := lua51Syntax(s.File, src); ok {
+	if d, ok := lua51Syntax(s.File, chunk, toks); ok {
 		return []Diagnostic{d}
 	}
 	// Walk until what is known of every local's values stops changing: the
@@ -136,12 +139,13 @@ func lintAST(s *Script) []Diagnostic {
 	// ends.
 	var prior map[[2]int]valInfo
 	for {
-		l := newLinter(s, src)
+		l := newLinter(s, src, toks)
+		l.prefixes = prefixPositions(s, cfg.KeyPrefixArgs)
 		l.prior = prior
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
+			seen[[2]int{v.line, v.col}] = valInfo{prefix: v.prefix, keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
 			SortDiagnostics(l.diags)
@@ -217,8 +221,8 @@ func syntaxDiagnostic(file string, src []byte, err error) Diagnostic {
 // luaNumeral) and returns the syntax finding Redis's compiler gives for it.
 // gopher-lua's parser takes "1e" and "1e+" as numbers, which Redis refuses
 // to load.
-func malformedNumber(file string, src []byte) (Diagnostic, bool) {
-	for _, t := range lexLua(src) {
+func malformedNumber(file string, toks []luaToken) (Diagnostic, bool) {
+	for _, t := range toks {
 		if t.kind == tokNumber && !luaNumeral(t.text) {
 			return Diagnostic{File: file, Line: t.line, Col: t.col, Rule: RuleSyntax,
 				Message: fmt.Sprintf("malformed number near '%s'", t.text)}, true
@@ -243,4 +247,41 @@ func exprLine(e ast.Expr) int {
 		return 0
 	}
 	return e.Line()
+}
+
+// hexFloats returns src with every hexadecimal numeral that has a fraction
+// or a binary exponent (0x1p4, 0x.8), which Lua 5.1 reads through strtod
+// but gopher-lua's parser refuses, written as a decimal of the same length
+// (or as 0 padded with spaces when the decimal is longer), so that the parse
+// keeps every position. src is not changed.
+func hexFloats(src []byte, toks []luaToken) []byte {
+	var out []byte
+	lineStart := 0 // offset of the current line in src
+	line := 1
+	for _, t := range toks {
+		if t.kind != tokNumber || len(t.text) < 3 || t.text[0] != '0' || t.text[1]|0x20 != 'x' {
+			continue
+		}
+		if !strings.ContainsAny(t.text[2:], ".pP") || !luaNumeral(t.text) {
+			continue
+		}
+		if out == nil {
+			out = append([]byte(nil), src...)
+		}
+		for line < t.line {
+			lineStart += bytes.IndexByte(src[lineStart:], '\n') + 1
+			line++
+		}
+		at := lineStart + t.col - 1
+		v, _ := parseLuaNumber(t.text)
+		dec := strconv.FormatFloat(v, 'g', -1, 64)
+		if len(dec) > len(t.text) || strings.ContainsAny(dec, "+") {
+			dec = "0"
+		}
+		copy(out[at:], dec+strings.Repeat(" ", len(t.text)-len(dec)))
+	}
+	if out == nil {
+		return src
+	}
+	return out
 }

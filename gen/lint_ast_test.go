@@ -30,7 +30,7 @@ func lintSource(t *testing.T, src string) []Diagnostic {
 	for _, d := range ds {
 		t.Fatalf("header finding in the test script: %v", d)
 	}
-	return lintAST(s)
+	return lintAST(s, Config{})
 }
 
 // brief formats findings as "rule line:col", in order.
@@ -166,7 +166,7 @@ func TestLintASTRules(t *testing.T) {
 		{"table with named fields", h1 + "local ks = {lock = KEYS[1], [2] = KEYS[1]}\nreturn redis.call('get', ks.lock) .. redis.call('get', ks[2]) .. ARGV[1]", nil},
 		{"entry of a table of keys cleared", h1 + "local ks = {KEYS[1]}\nks[#ks] = nil\nreturn redis.call('del', KEYS[1], unpack(ks)) .. ARGV[1]", nil},
 		{"either table of keys", h1 + "local ks = ARGV[1] == 'x' and {KEYS[1]} or {}\nreturn redis.call('del', unpack(ks))", nil},
-		{"table of keys read by a local function", h1 + "local function first(t) return t[1] end\nlocal function del(t) return redis.call('del', unpack(t)) end\nlocal ks = {KEYS[1]}\nreturn redis.call('get', first(ks)) .. del(ks) .. ARGV[1]", []string{"non-key-argument 7:26"}},
+		{"table of keys read by a local function", h1 + "local function first(t) return t[1] end\nlocal function del(t) return redis.call('del', unpack(t)) end\nlocal ks = {KEYS[1]}\nreturn redis.call('get', first(ks)) .. del(ks) .. ARGV[1]", nil},
 		{"alias of KEYS written", h1 + "local keys = KEYS\ntable.insert(keys, 'x:' .. ARGV[1])\nreturn redis.call('del', unpack(keys))", []string{"non-key-argument 6:26"}},
 		{"table library through a local", h1 + "local tbl = table\nlocal ks = {KEYS[1]}\ntbl.insert(ks, ARGV[1])\nreturn redis.call('del', unpack(ks))", []string{"non-key-argument 7:26"}},
 		{"insert function through a local", h1 + "local tinsert = table.insert\nlocal ks = {KEYS[1]}\ntinsert(ks, ARGV[1])\nreturn redis.call('del', unpack(ks))", []string{"non-key-argument 7:26"}},
@@ -465,7 +465,7 @@ func FuzzLintAST(f *testing.F) {
 			return
 		}
 		lines := strings.Count(string(luaLines(src)), "\n") + 1 // as Lua counts them
-		for _, d := range lintAST(s) {
+		for _, d := range lintAST(s, Config{}) {
 			if d.Line < 1 || d.Line > lines || d.Col < 1 {
 				t.Errorf("bad position %v in a file of %d lines", d, lines)
 			}
@@ -483,7 +483,7 @@ func TestLineBreaksAsLua(t *testing.T) {
 		if s == nil {
 			t.Fatalf("break %q: no script", br)
 		}
-		got := brief(lintAST(s))
+		got := brief(lintAST(s, Config{}))
 		if want := []string{"undefined-global 4:13"}; !slices.Equal(got, want) {
 			t.Errorf("break %q: findings %v, want %v", br, got, want)
 		}
@@ -508,7 +508,7 @@ func TestShebangEndsAtLF(t *testing.T) {
 	if s == nil || len(ds) != 1 || ds[0].Rule != RuleCRLF || ds[0].Line != 1 {
 		t.Fatalf("shebang ended by \\n\\r: findings %v, want only the crlf warning on line 1", ds)
 	}
-	if got, want := brief(lintAST(s)), []string{"undefined-global 4:38"}; !slices.Equal(got, want) {
+	if got, want := brief(lintAST(s, Config{})), []string{"undefined-global 4:38"}; !slices.Equal(got, want) {
 		t.Errorf("shebang ended by \\n\\r: findings %v, want %v", got, want)
 	}
 }

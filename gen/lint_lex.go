@@ -37,7 +37,7 @@ var luaKeywords = map[string]bool{
 // lexLua splits src into tokens, skipping white space and comments. It never
 // fails: on malformed input it returns the tokens it could read.
 func lexLua(src []byte) []luaToken {
-	toks := make([]luaToken, 0, len(src)/4)
+	toks := make([]luaToken, 0, len(src)/3+16)
 	line, lineStart := 1, 0
 	i := 0
 	n := len(src)

@@ -1,13 +1,10 @@
 package gen
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 
-	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/parse"
+	"github.com/yuin/gopher-lua/ast"
 )
 
 // gopher-lua parses a little more than Redis's Lua 5.1 compiles: empty
@@ -15,18 +12,15 @@ import (
 // 255, and, since it checks them only when compiling, a break outside a
 // loop and "..." outside a vararg function. lua51Syntax runs after a clean
 // parse and reports the first such problem as a syntax finding.
-func lua51Syntax(file string, src []byte) (Diagnostic, bool) {
+func lua51Syntax(file string, chunk []ast.Stmt, toks []luaToken) (Diagnostic, bool) {
 	var found []Diagnostic
-	toks := lexLua(src)
 	if d, ok := emptyStatement(file, toks); ok {
 		found = append(found, d)
 	}
 	if d, ok := escapeTooLarge(file, toks); ok {
 		found = append(found, d)
 	}
-	if d, ok := compileError(file, src, toks); ok {
-		found = append(found, d)
-	}
+	found = append(found, compileChecks(file, chunk, toks)...)
 	if len(found) == 0 {
 		return Diagnostic{}, false
 	}
@@ -114,34 +108,4 @@ func escapeTooLarge(file string, toks []luaToken) (Diagnostic, bool) {
 		}
 	}
 	return Diagnostic{}, false
-}
-
-// compileError compiles the script with gopher-lua, which finds what Lua
-// 5.1 checks while compiling. Errors about goto and labels are left to the
-// goto rule.
-func compileError(file string, src []byte, toks []luaToken) (Diagnostic, bool) {
-	chunk, err := parse.Parse(bytes.NewReader(src), file)
-	if err != nil {
-		return Diagnostic{}, false
-	}
-	_, err = lua.Compile(chunk, file)
-	var ce *lua.CompileError
-	if !errors.As(err, &ce) || strings.Contains(ce.Message, "goto") || strings.Contains(ce.Message, "label") {
-		return Diagnostic{}, false
-	}
-	d := Diagnostic{File: file, Line: ce.Line, Col: 1, Rule: RuleSyntax, Message: ce.Message}
-	word := ""
-	switch {
-	case ce.Message == "no loop to break":
-		word, d.Message = "break", "break outside a loop"
-	case strings.HasPrefix(ce.Message, "cannot use '...'"):
-		word = "..."
-	}
-	for _, t := range toks {
-		if t.line == ce.Line && t.text == word {
-			d.Col = t.col
-			break
-		}
-	}
-	return d, true
 }

@@ -68,6 +68,29 @@ type lvar struct {
 	// way (passed, stored, returned) or assigned again, its calls are no
 	// longer all known and nothing is known of the parameters.
 	params []*lvar
+	// alias is "call" or "pcall" for a local that holds redis.call or
+	// redis.pcall (local rcall = redis.call): calls through it are checked
+	// as direct calls. It is cleared when the local takes another value.
+	alias string
+	// retKeys: a local function whose every return statement returns an
+	// entry of KEYS (local function key() return KEYS[1] end), so that its
+	// calls give a key.
+	retKeys bool
+	// kvList stays true while the writes into the table alternate a key
+	// and any value ({KEYS[1], ARGV[1]}, or table.insert(t, KEYS[i]) then
+	// table.insert(t, ARGV[i])): unpack of it fits MSET-like commands,
+	// whose keys are every other argument. kvOdd: the next write is a
+	// value.
+	kvList bool
+	kvOdd  bool
+	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
+	prefix bool
+}
+
+// fnInfo is what the walk learns of a function body.
+type fnInfo struct {
+	returns int  // return statements with a value
+	retKeys bool // every one returns an entry of KEYS
 }
 
 type lscope struct {
@@ -90,6 +113,13 @@ type valInfo struct {
 	litsOnly bool
 	lits     string
 	multi    bool
+	// alias: the value is redis.call or redis.pcall. kvList, kvOdd: a
+	// table of alternating keys and values (see lvar).
+	alias  string
+	kvList bool
+	kvOdd  bool
+	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
+	prefix bool
 }
 
 // maxLits bounds a literal set: past it the local is taken as unknown, which
@@ -125,6 +155,16 @@ type linter struct {
 	keys     paramUse
 	argv     paramUse
 	diags    []Diagnostic
+	// fns are the functions being walked, innermost last; nil for the
+	// main chunk.
+	fns []*fnInfo
+	// noWrites names what makes the script read-only ("@flag read-only",
+	// "flags=no-writes"), "" when it may write.
+	noWrites string
+	// prefixes are the ARGV positions that carry a key prefix.
+	prefixes map[int]bool
+	// callbacks are the functions a Functions library registers.
+	callbacks map[*ast.FunctionExpr]callback
 	// prior holds, per local (by its declaration's line and column), what
 	// the previous pass found of every value assigned to it anywhere: the
 	// alias tracking then sees assignments that come later in the source
@@ -132,20 +172,40 @@ type linter struct {
 	prior map[[2]int]valInfo
 }
 
-func newLinter(s *Script, src []byte) *linter {
+func newLinter(s *Script, src []byte, toks []luaToken) *linter {
+	noWrites := ""
+	switch {
+	case s.ReadOnly:
+		noWrites = "@flag read-only"
+	case shebangFlag(s.Shebang, "no-writes"):
+		noWrites = "flags=no-writes"
+	}
 	return &linter{
+		noWrites: noWrites,
 		s:        s,
 		lines:    strings.Split(string(src), "\n"),
-		toks:     lexLua(src),
+		toks:     toks,
 		cur:      -1,
 		cursors:  map[string]int{},
-		identTok: map[*ast.IdentExpr]int{},
+		identTok: make(map[*ast.IdentExpr]int, len(toks)/4),
 		keys:     paramUse{literal: map[int]bool{}},
 		argv:     paramUse{literal: map[int]bool{}},
 	}
 }
 
 func (l *linter) run(chunk []ast.Stmt) {
+	if l.s.Library != "" {
+		l.callbacks = registeredCallbacks(chunk)
+		l.s.Functions = l.s.Functions[:0]
+		for _, cb := range l.callbacks {
+			if cb.name != "" && validName(strings.ReplaceAll(cb.name, "-", "_")) {
+				fn := Function{Name: cb.name, GoName: GoName(strings.ReplaceAll(cb.name, "-", "_")), NoWrites: cb.noWrites}
+				l.diags = append(l.diags, functionDocs(l.s, &fn, cb.line)...)
+				l.s.Functions = append(l.s.Functions, fn)
+			}
+		}
+		slices.SortFunc(l.s.Functions, func(a, b Function) int { return strings.Compare(a.Name, b.Name) })
+	}
 	l.scope = &lscope{vars: map[string]*lvar{}}
 	l.stmts(chunk)
 	l.finish()
@@ -226,12 +286,12 @@ func (l *linter) lookup(name string) *lvar {
 // declare brings a local into the current scope, warning when it shadows or
 // redeclares another.
 func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
-	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true}
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true, kvList: true, prefix: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi
+		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi, v.prefix = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi, p.prefix
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -256,7 +316,14 @@ func (l *linter) assign(v *lvar, val valInfo) {
 		return
 	}
 	v.assigned = true
+	first := v.merges == 0
 	v.merge(val)
+	if first {
+		v.alias = val.alias
+	} else if v.alias != val.alias {
+		v.alias = ""
+	}
+	v.retKeys = false
 	if v.params != nil {
 		l.escape(v) // another value: calls may no longer reach the function
 	}
@@ -275,6 +342,11 @@ func (v *lvar) merge(val valInfo) {
 	v.keys = v.keys && val.keys
 	v.keysTable = v.keysTable && val.keysTable
 	v.keysList = v.keysList && val.keysList
+	v.kvList = v.kvList && val.kvList
+	v.prefix = v.prefix && val.prefix
+	if val.kvList {
+		v.kvOdd = val.kvOdd
+	}
 	v.litsOnly = v.litsOnly && val.litsOnly
 	if v.litsOnly {
 		v.lits = unionLits(v.lits, val.lits)
@@ -324,7 +396,10 @@ func (l *linter) stmt(st ast.Stmt) {
 				l.expr(lhs)
 			}
 		}
-		for _, e := range st.Rhs {
+		for i, e := range st.Rhs {
+			if i < len(targets) && targets[i] != nil && l.readAlias(e) {
+				continue // local rcall; rcall = redis.call: followed
+			}
 			l.expr(e)
 		}
 		vals := l.values(st.Rhs, len(st.Lhs))
@@ -334,10 +409,8 @@ func (l *linter) stmt(st ast.Stmt) {
 			}
 		}
 		for i, lhs := range st.Lhs {
-			if t, ok := lhs.(*ast.AttrGetExpr); ok {
-				if !vals[i].keys && !vals[i].none { // nil removes an entry
-					l.dropList(t.Object)
-				}
+			if t, ok := lhs.(*ast.AttrGetExpr); ok && !vals[i].none { // nil removes an entry
+				l.listWrite(t.Object, vals[i].keys)
 			}
 		}
 
@@ -354,14 +427,20 @@ func (l *linter) stmt(st ast.Stmt) {
 			v := l.declare(st.Names[0], varFunc, toks[0], st.Line())
 			l.assign(v, valInfo{})
 			// Bound before the body, which may call f itself.
-			l.function(f, false, func(ps []*lvar) { v.params = ps })
+			fi := l.function(f, false, func(ps []*lvar) { v.params = ps })
+			v.retKeys = fi.returns > 0 && fi.retKeys
 			break
 		}
 		var params []*lvar // of local f = function(...) ... end
-		for _, e := range st.Exprs {
+		retKeys := false
+		for i, e := range st.Exprs {
 			if f, ok := e.(*ast.FunctionExpr); ok && len(st.Names) == 1 && len(st.Exprs) == 1 {
-				l.function(f, false, func(ps []*lvar) { params = ps })
+				fi := l.function(f, false, func(ps []*lvar) { params = ps })
+				retKeys = fi.returns > 0 && fi.retKeys
 				continue
+			}
+			if i < len(st.Names) && l.readAlias(e) {
+				continue // local rcall = redis.call: followed
 			}
 			l.expr(e)
 		}
@@ -372,6 +451,7 @@ func (l *linter) stmt(st ast.Stmt) {
 				l.assign(v, vals[i])
 			}
 			v.params = params
+			v.retKeys = retKeys
 		}
 
 	case *ast.FuncCallStmt:
@@ -436,6 +516,11 @@ func (l *linter) stmt(st ast.Stmt) {
 	case *ast.ReturnStmt:
 		for _, e := range st.Exprs {
 			l.expr(e)
+		}
+		if n := len(l.fns); n > 0 {
+			fi := l.fns[n-1]
+			fi.returns++
+			fi.retKeys = fi.retKeys && len(st.Exprs) == 1 && l.fromKeys(st.Exprs[0])
 		}
 
 	case *ast.LabelStmt:
@@ -545,11 +630,19 @@ func (l *linter) fieldWrite(obj ast.Expr, format string) {
 // function is then a local one, whose parameters take the arguments of its
 // calls (see lvar.params), and bind receives them before the body is
 // walked, so that recursive calls count.
-func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) {
+func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) *fnInfo {
 	l.push()
+	fi := &fnInfo{retKeys: true}
+	l.fns = append(l.fns, fi)
+	defer func() { l.fns = l.fns[:len(l.fns)-1] }()
 	if method {
 		v := &lvar{name: "self", kind: varParam, line: f.Line(), assigned: true}
 		l.scope.vars["self"] = v
+	}
+	if f.ParList != nil && f.ParList.HasVargs {
+		// Lua 5.1 (LUA_COMPAT_VARARG, as Redis builds it) gives a vararg
+		// function a local arg holding its extra arguments.
+		l.scope.vars["arg"] = &lvar{name: "arg", kind: varParam, line: f.Line(), assigned: true}
 	}
 	var params []*lvar
 	if f.ParList != nil {
@@ -567,8 +660,22 @@ func (l *linter) function(f *ast.FunctionExpr, method bool, bind func([]*lvar)) 
 	if bind != nil {
 		bind(params)
 	}
+	if cb, ok := l.callbacks[f]; ok {
+		// A registered function: its first parameter holds the keys of
+		// the FCALL, as KEYS does a script's.
+		if len(params) > 0 {
+			p := params[0]
+			p.assigned, p.keysTable, p.keysList, p.keys = true, true, true, false
+		}
+		if cb.noWrites {
+			outer := l.noWrites
+			l.noWrites = "the no-writes flag of function " + cb.name
+			defer func() { l.noWrites = outer }()
+		}
+	}
 	l.stmts(f.Stmts)
 	l.pop()
+	return fi
 }
 
 // callArgs assigns the arguments of a direct call of a local function to
@@ -594,7 +701,10 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 				continue
 			}
 			lits, only := l.literals(exprs[i])
-			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), keysList: l.isKeysList(exprs[i]), litsOnly: only, lits: lits}
+			alias, _ := l.aliasOf(exprs[i])
+			kv, odd := l.isKVList(exprs[i])
+			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), keysList: l.isKeysList(exprs[i]),
+				litsOnly: only, lits: lits, alias: alias, kvList: kv, kvOdd: odd, prefix: l.isPrefix(exprs[i])}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
 			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
@@ -675,8 +785,77 @@ func (l *linter) dropList(e ast.Expr) {
 	if id, ok := e.(*ast.IdentExpr); ok {
 		if v := l.lookup(id.Value); v != nil {
 			v.keysList = false
+			v.kvList = false
 		}
 	}
+}
+
+// listWrite records a value written into the table of the local e (e[k] =
+// v, table.insert(e, v)): a value that is no key ends its list of keys, and
+// keeps a list of alternating keys and values only in a value's place.
+func (l *linter) listWrite(e ast.Expr, key bool) {
+	id, ok := e.(*ast.IdentExpr)
+	if !ok {
+		return
+	}
+	v := l.lookup(id.Value)
+	if v == nil {
+		return
+	}
+	v.keysList = v.keysList && key
+	if v.kvList && !v.kvOdd && !key {
+		v.kvList = false
+	}
+	v.kvOdd = !v.kvOdd
+}
+
+// isKVList reports whether e is a table of alternating keys and values
+// ({KEYS[1], ARGV[1], KEYS[2], ARGV[2]}, {} or a local holding one), and
+// whether its next entry is a value (it holds an odd number).
+func (l *linter) isKVList(e ast.Expr) (bool, bool) {
+	switch e := e.(type) {
+	case *ast.TableExpr:
+		for i, f := range e.Fields {
+			if f.Key != nil || i%2 == 0 && !l.fromKeys(f.Value) {
+				return false, false
+			}
+		}
+		return true, len(e.Fields)%2 == 1
+	case *ast.IdentExpr:
+		if v := l.lookup(e.Value); v != nil && v.assigned {
+			return v.kvList, v.kvOdd
+		}
+	}
+	return false, false
+}
+
+// aliasOf reports whether e is redis.call or redis.pcall, or a local that
+// holds one of them, and which ("call" or "pcall").
+func (l *linter) aliasOf(e ast.Expr) (string, bool) {
+	if name, ok := l.redisFunc(e); ok {
+		return name, true
+	}
+	if id, ok := e.(*ast.IdentExpr); ok {
+		if v := l.lookup(id.Value); v != nil && v.alias != "" {
+			return v.alias, true
+		}
+	}
+	return "", false
+}
+
+// readAlias walks e when it is an alias (see aliasOf) given to a local, a
+// use the walk follows, and reports whether it was one.
+func (l *linter) readAlias(e ast.Expr) bool {
+	if _, ok := l.aliasOf(e); !ok {
+		return false
+	}
+	switch e := e.(type) {
+	case *ast.AttrGetExpr:
+		l.read(e.Object.(*ast.IdentExpr))
+	case *ast.IdentExpr:
+		l.readAs(e, true)
+	}
+	return true
 }
 
 // use walks e where a table is only read: the object of an index, the
@@ -685,6 +864,10 @@ func (l *linter) dropList(e ast.Expr) {
 func (l *linter) use(e ast.Expr) {
 	if id, ok := e.(*ast.IdentExpr); ok && l.lookup(id.Value) != nil {
 		l.read(id)
+		if v := l.lookup(id.Value); v.alias != "" {
+			l.report(l.identTok[id], id.Line(), RuleNonKeyArgument, Error,
+				"%s holds redis.%s and is taken as a value: the keys of calls made through it cannot be checked; call it directly", id.Value, v.alias)
+		}
 		return
 	}
 	l.expr(e)
@@ -735,7 +918,14 @@ func (l *linter) isKey(e ast.Expr) bool {
 	case *ast.IdentExpr:
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.keys
+	case *ast.StringConcatOpExpr:
+		return l.isPrefix(e.Lhs) // a declared key prefix .. suffix
 	case *ast.FuncCallExpr:
+		if id, ok := e.Func.(*ast.IdentExpr); ok {
+			if v := l.lookup(id.Value); v != nil && v.retKeys {
+				return true // a local function that returns a key
+			}
+		}
 		return l.isUnpackKeys(e)
 	}
 	return false
@@ -823,6 +1013,10 @@ func (l *linter) expr(e ast.Expr) {
 	case *ast.IdentExpr:
 		l.read(e)
 		l.dropList(e) // a table taken as a value: its later use is not followed
+		if v := l.lookup(e.Value); v != nil && v.alias != "" {
+			l.report(l.identTok[e], e.Line(), RuleNonKeyArgument, Error,
+				"%s holds redis.%s and is taken as a value: the keys of calls made through it cannot be checked; call it directly", e.Value, v.alias)
+		}
 		if l.isGlobal(e, "redis") {
 			l.report(l.identTok[e], e.Line(), RuleNonKeyArgument, Error,
 				"redis taken as a value: the keys of calls made through it cannot be checked; call redis.call or redis.pcall directly")
@@ -848,6 +1042,9 @@ func (l *linter) expr(e ast.Expr) {
 		if id, ok := e.Object.(*ast.IdentExpr); ok && l.lookup(id.Value) == nil {
 			switch id.Value {
 			case "KEYS", "ARGV":
+				if l.s.Library != "" {
+					break // reported as undefined below
+				}
 				tok := l.match(id.Value, id.Line(), id.Line())
 				l.identTok[id] = tok
 				l.index(id.Value, tok, e.Key)
@@ -881,7 +1078,11 @@ func (l *linter) expr(e ast.Expr) {
 			l.expr(e.Receiver)
 		}
 		reader := l.readerCall(e)
+		viaPcall := callee == nil && l.isGlobal(e.Func, "pcall") && len(e.Args) > 0
 		for i, a := range e.Args {
+			if i == 0 && viaPcall && l.readAlias(a) {
+				continue // pcall(redis.call, ...): checked as redis.pcall
+			}
 			if reader || callee != nil && i < len(callee.params) {
 				l.use(a) // a parameter's own uses are followed: see below
 			} else {
@@ -891,8 +1092,15 @@ func (l *linter) expr(e ast.Expr) {
 		l.checkCall(e)
 		if fa, ok := e.Func.(*ast.AttrGetExpr); ok && l.isGlobal(fa.Object, "table") && len(e.Args) >= 2 {
 			if k, ok := fa.Key.(*ast.StringExpr); ok && k.Value == "insert" {
-				if !l.fromKeys(e.Args[len(e.Args)-1]) {
-					l.dropList(e.Args[0])
+				if len(e.Args) == 2 {
+					l.listWrite(e.Args[0], l.fromKeys(e.Args[1]))
+				} else {
+					l.listWrite(e.Args[0], l.fromKeys(e.Args[len(e.Args)-1]))
+					if id, ok := e.Args[0].(*ast.IdentExpr); ok {
+						if v := l.lookup(id.Value); v != nil {
+							v.kvList = false // an insert at a position: no alternation is known
+						}
+					}
 				}
 			}
 		}
@@ -958,6 +1166,9 @@ func (l *linter) readAs(id *ast.IdentExpr, call bool) *lvar {
 		return nil
 	}
 	switch {
+	case (name == "KEYS" || name == "ARGV") && l.s.Library != "":
+		l.report(tok, id.Line(), RuleUndefinedGlobal, Error,
+			"%s is not defined in a Functions library: a registered function gets the keys and args of its FCALL as its two parameters", name)
 	case name == "KEYS":
 		l.keys.all = true
 	case name == "ARGV":
@@ -977,6 +1188,10 @@ func (l *linter) index(table string, tok int, key ast.Expr) {
 	}
 	if _, ok := key.(*ast.StringExpr); ok {
 		return // KEYS.name: not a position
+	}
+	if l.s.Library != "" {
+		l.expr(key) // a registered function's keys: no header declares them
+		return
 	}
 	text, n, ok := literalIndex(key)
 	if !ok {
@@ -1030,6 +1245,13 @@ func literalIndex(e ast.Expr) (string, float64, bool) {
 // parseLuaNumber parses a Lua 5.1 number literal: decimal or 0x hexadecimal.
 func parseLuaNumber(s string) (float64, bool) {
 	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		if strings.ContainsAny(s, ".pP") { // C99 hexadecimal float, as strtod reads it
+			if !strings.ContainsAny(s, "pP") {
+				s += "p0"
+			}
+			f, err := strconv.ParseFloat(s, 64)
+			return f, err == nil
+		}
 		u, err := strconv.ParseUint(s[2:], 16, 64)
 		return float64(u), err == nil
 	}
@@ -1039,48 +1261,55 @@ func parseLuaNumber(s string) (float64, bool) {
 
 // checkCall checks the keys passed to redis.call and redis.pcall.
 func (l *linter) checkCall(c *ast.FuncCallExpr) {
-	fa, ok := c.Func.(*ast.AttrGetExpr)
-	if !ok || len(c.Args) == 0 {
-		return
-	}
-	obj, ok := fa.Object.(*ast.IdentExpr)
-	method, ok2 := fa.Key.(*ast.StringExpr)
-	if !ok || !ok2 || obj.Value != "redis" || l.lookup("redis") != nil || (method.Value != "call" && method.Value != "pcall") {
+	_, fn, args, obj, ok := l.redisCall(c)
+	if !ok || len(args) == 0 {
 		return
 	}
 	// The command: a literal, or a name known to hold one of a few literals
 	// (each is checked). A command name from ARGV is not known: its keys
 	// cannot be checked.
-	names, ok := l.literals(c.Args[0])
+	names, ok := l.literals(args[0])
 	if !ok || names == "" {
 		return
 	}
-	callee := fmt.Sprintf("redis.%s(...) with the command '%%s'", method.Value)
-	switch x := c.Args[0].(type) {
+	callee := fmt.Sprintf("%s...) with the command '%%s'", fn)
+	switch x := args[0].(type) {
 	case *ast.StringExpr:
-		callee = fmt.Sprintf("redis.%s('%%s', ...)", method.Value)
+		callee = fmt.Sprintf("%s'%%s', ...)", fn)
 	case *ast.IdentExpr:
-		callee = fmt.Sprintf("redis.%s(%s, ...) with %s = '%%s'", method.Value, x.Value, x.Value)
+		callee = fmt.Sprintf("%s%s, ...) with %s = '%%s'", fn, x.Value, x.Value)
 	}
 	// Arguments from a final ... are not known, nor their positions.
-	nargs := len(c.Args) - 1
-	if _, ok := c.Args[nargs].(*ast.Comma3Expr); ok && nargs > 0 {
+	nargs := len(args) - 1
+	if _, ok := args[nargs].(*ast.Comma3Expr); ok && nargs > 0 {
 		nargs--
 	}
 	reported := map[int]bool{}
 	for _, cmd := range strings.Split(names, litSep) {
+		if l.noWrites != "" && writeCommands[strings.ToLower(cmd)] {
+			tok := -1
+			if t, ok := l.identTok[obj]; ok {
+				tok = t
+			}
+			l.report(tok, c.Line(), RuleReadOnlyWrite, Error,
+				"%s: %s is a write command, which Redis refuses in a script with %s: remove the flag, or the write",
+				fmt.Sprintf(callee, cmd), strings.ToUpper(cmd), l.noWrites)
+		}
 		spec, ok := CommandKeys[strings.ToLower(cmd)]
 		if !ok {
 			continue
 		}
-		positions := spec.positions(len(c.Args) - 1)
+		positions := spec.positions(len(args) - 1)
 		for _, p := range positions {
 			if p > nargs {
 				break
 			}
-			arg := c.Args[p]
+			arg := args[p]
 			if reported[p] || l.fromKeys(arg) {
 				continue
+			}
+			if spec.Step == 2 && p == len(args)-1 && l.isUnpackKV(arg) {
+				continue // unpack of alternating keys and values, in a key's place
 			}
 			reported[p] = true
 			which := "the key"
@@ -1107,6 +1336,59 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 				fmt.Sprintf(callee, cmd), which)
 		}
 	}
+}
+
+// redisCall reports whether c calls Redis: redis.call(...) or
+// redis.pcall(...), through a local alias of either (rcall(...)), or as
+// pcall(redis.call, ...). It returns "call" or "pcall", the function as
+// written for messages up to its command ("redis.call(", "rcall(",
+// "pcall(redis.call, "), the arguments from the command on, and the name
+// that the finding points at when no argument names one.
+func (l *linter) redisCall(c *ast.FuncCallExpr) (method, fn string, args []ast.Expr, at *ast.IdentExpr, ok bool) {
+	if m, ok := l.redisFunc(c.Func); ok {
+		return m, "redis." + m + "(", c.Args, c.Func.(*ast.AttrGetExpr).Object.(*ast.IdentExpr), true
+	}
+	id, isID := c.Func.(*ast.IdentExpr)
+	if !isID {
+		return "", "", nil, nil, false
+	}
+	if v := l.lookup(id.Value); v != nil && v.alias != "" {
+		return v.alias, id.Value + "(", c.Args, id, true
+	}
+	if l.isGlobal(id, "pcall") && len(c.Args) > 0 {
+		if _, ok := l.aliasOf(c.Args[0]); ok {
+			return "pcall", "pcall(" + exprText(c.Args[0]) + ", ", c.Args[1:], id, true
+		}
+	}
+	return "", "", nil, nil, false
+}
+
+// exprText spells redis.call or a local's name.
+func exprText(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.IdentExpr:
+		return e.Value
+	case *ast.AttrGetExpr:
+		if k, ok := e.Key.(*ast.StringExpr); ok {
+			return exprText(e.Object) + "." + k.Value
+		}
+	}
+	return "?"
+}
+
+// isUnpackKV reports whether e is unpack(t) of a local t holding
+// alternating keys and values, a key first and a value last.
+func (l *linter) isUnpackKV(e ast.Expr) bool {
+	c, ok := e.(*ast.FuncCallExpr)
+	if !ok || len(c.Args) != 1 {
+		return false
+	}
+	f, ok := c.Func.(*ast.IdentExpr)
+	if !ok || f.Value != "unpack" || l.lookup("unpack") != nil {
+		return false
+	}
+	kv, odd := l.isKVList(c.Args[0])
+	return kv && !odd
 }
 
 // leftmostIdent returns the name an expression starts with, if any.
@@ -1199,4 +1481,48 @@ func (l *linter) headerCol(line int, tag, name string) int {
 		return 1
 	}
 	return at + i + 1
+}
+
+// isPrefix reports whether e is a declared key prefix: ARGV[n] with n in
+// Config.KeyPrefixArgs, or a local that only ever holds one.
+func (l *linter) isPrefix(e ast.Expr) bool {
+	if len(l.prefixes) == 0 {
+		return false
+	}
+	switch e := e.(type) {
+	case *ast.AttrGetExpr:
+		if id, ok := e.Object.(*ast.IdentExpr); ok && l.isGlobal(id, "ARGV") {
+			if _, n, ok := literalIndex(e.Key); ok {
+				return l.prefixes[int(n)]
+			}
+		}
+	case *ast.IdentExpr:
+		v := l.lookup(e.Value)
+		return v != nil && v.assigned && v.prefix
+	}
+	return false
+}
+
+// prefixPositions resolves Config.KeyPrefixArgs for a script: @arg names
+// and "ARGV[n]" give positions; names the script does not declare are
+// skipped.
+func prefixPositions(s *Script, names []string) map[int]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	out := map[int]bool{}
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, "ARGV["); ok {
+			if i, err := strconv.Atoi(strings.TrimSuffix(rest, "]")); err == nil {
+				out[i] = true
+			}
+			continue
+		}
+		for i, a := range s.Args {
+			if a.Name == n && !a.Variadic {
+				out[i+1] = true
+			}
+		}
+	}
+	return out
 }

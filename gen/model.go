@@ -12,6 +12,33 @@ type Config struct {
 	Src string
 	// Package is the Go package name of the generated files. Default "generated".
 	Package string
+	// Rules and Overrides change the severity of lint rules, for every
+	// script and for the files a pattern matches (see FileConfig).
+	// Findings of a rule that is "off" are dropped.
+	Rules     map[string]string
+	Overrides []Override
+	// KeyPrefixArgs names the args that carry a key prefix, by @arg name
+	// or as "ARGV[n]": ARGV[n] .. suffix (or a local holding ARGV[n],
+	// concatenated) is then a key for the non-key-argument rule. Use it
+	// for keys that a script derives from a prefix with a hash tag, such
+	// as "{queue}:", so that they share the slot of the declared keys.
+	// The generated functions check it before sending: the prefix must
+	// hold a hash tag, and every key the same one (ErrKeyPrefix).
+	KeyPrefixArgs []string
+	// Library, when set, builds every script into one Redis Functions
+	// library of that name instead of EVALSHA scripts (see Generate).
+	Library string
+}
+
+// FromFile returns c with the settings of a luagen.json: the rules,
+// overrides, key prefixes and library. Src and Package are left to the
+// caller, which resolves them against the file's folder.
+func (c Config) FromFile(fc *FileConfig) Config {
+	if fc == nil {
+		return c
+	}
+	c.Rules, c.Overrides, c.KeyPrefixArgs, c.Library = fc.Rules, fc.Overrides, fc.KeyPrefixArgs, fc.Library
+	return c
 }
 
 func (c Config) withDefaults() Config {
@@ -93,7 +120,7 @@ type Script struct {
 	Name       string   // snake_case script name: @name, or the file's base name
 	GoName     string   // exported Go name derived from Name
 	File       string   // path of the file, Config.Src joined with its name
-	Source     []byte   // the file, byte for byte
+	Source     []byte   // the file, byte for byte, with its includes expanded
 	SHA1       string   // hex SHA1 of Source, what EVALSHA takes
 	Doc        []string // free text of the header, one entry per line ("" separates paragraphs)
 	Keys       []Param
@@ -102,13 +129,34 @@ type Script struct {
 	ReadOnly   bool // @flag read-only: run with EVALSHA_RO
 	Idempotent bool // @flag idempotent: safe to retry on a transient error
 	Shebang    string
-	HeaderEnd  int // last line of the header comment block
+	// Library is the name of a Redis Functions library ("#!lua
+	// name=mylib"): the file is loaded with FUNCTION LOAD and its
+	// functions, registered with redis.register_function, run with FCALL.
+	Library string
+	// Functions are the functions a library registers, found by lint.
+	Functions []Function
+	HeaderEnd int // last line of the header comment block
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
+	origins   []origin         // where each line of Source was written; nil without includes
 	nameLine  int
 	roLine    int  // line of @flag read-only
 	returnSet bool // @return was declared (even if it was rejected)
 	badParams bool // an @key or @arg was rejected: positions are unknown
+}
+
+// Function is one function a Functions library registers.
+type Function struct {
+	Name     string // as registered
+	GoName   string
+	NoWrites bool // registered with the no-writes flag: run with FCALL_RO
+	// Typed: the comment block above the function declares @return (and
+	// its @key and @arg), so the generated wrapper is typed.
+	Typed  bool
+	Keys   []Param
+	Args   []Param
+	Return Return
+	Doc    []string
 }
 
 // VariadicKeys reports whether the last key takes every remaining KEYS entry.

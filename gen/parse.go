@@ -74,7 +74,22 @@ func Parse(fsys fs.FS, cfg Config) ([]*Script, []Diagnostic) {
 			diags = append(diags, Diagnostic{File: file, Rule: RuleFolder, Message: err.Error()})
 			continue
 		}
-		s, ds := parseScript(file, src)
+		if !utf8.Valid(src) {
+			s, ds := parseScript(file, src) // the encoding finding
+			diags = append(diags, ds...)
+			if s != nil {
+				scripts = append(scripts, s)
+			}
+			continue
+		}
+		src, origins, idiags := expandIncludes(fsys, file, src)
+		diags = append(diags, idiags...)
+		s, ds := parseScriptAt(file, src, origins)
+		if s != nil {
+			for i := range ds {
+				ds[i] = s.place(ds[i])
+			}
+		}
 		diags = append(diags, ds...)
 		if s != nil {
 			scripts = append(scripts, s)
@@ -107,6 +122,12 @@ func unsafePath(p string) string {
 // parseScript reads the header of one file. It returns nil when the file
 // cannot be a script at all (not UTF-8).
 func parseScript(file string, src []byte) (*Script, []Diagnostic) {
+	return parseScriptAt(file, src, nil)
+}
+
+// parseScriptAt is parseScript for a text expanded from includes, whose
+// lines were written where origins says (nil: all in file).
+func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagnostic) {
 	var diags []Diagnostic
 	add := func(line int, rule, format string, a ...any) {
 		diags = append(diags, Diagnostic{File: file, Line: line, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
@@ -123,13 +144,14 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		return nil, diags
 	}
 	sum := sha1.Sum(src)
-	base := strings.TrimSuffix(path.Base(file), ".lua")
+	name, keyCount := scriptName(strings.TrimSuffix(path.Base(file), ".lua"))
 	s := &Script{
-		Name:    base,
+		Name:    name,
 		File:    file,
 		Source:  src,
 		SHA1:    hex.EncodeToString(sum[:]),
 		ignores: map[int][]string{},
+		origins: origins,
 	}
 	text := string(src)
 	if i := strings.IndexByte(text, '\r'); i >= 0 {
@@ -148,13 +170,20 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 	first := 0
 	if strings.HasPrefix(lines[0], "#!") {
 		s.Shebang = lines[0]
-		if msg := checkShebang(lines[0]); msg != "" {
+		if lib, ok := libraryName(lines[0]); ok {
+			s.Library = lib
+			if msg := checkLibraryShebang(lines[0]); msg != "" {
+				add(1, RuleShebang, "%s", msg)
+			}
+		} else if msg := checkShebang(lines[0]); msg != "" {
 			add(1, RuleShebang, "%s", msg)
 		}
 		first = 1
 	}
 
-	inHeader := true
+	// A Functions library has no header: each function's annotations
+	// are in the comment block above it (see functionDocs).
+	inHeader := s.Library == ""
 	for i := first; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		n := i + 1
@@ -173,12 +202,12 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 			}
 		}
 		isComment := strings.HasPrefix(line, "--") && !strings.HasPrefix(line, "--[[") && !strings.HasPrefix(line, "--[=")
-		if inHeader && !(isComment || line == "") {
-			inHeader = false
+		if inHeader && (!(isComment || line == "") || s.included(n)) {
+			inHeader = false // an included file's comments are no part of the header
 		}
 		m := tagLine.FindStringSubmatch(line)
 		if !inHeader {
-			if m != nil && slices.Contains(knownTags, m[1]) {
+			if m != nil && slices.Contains(knownTags, m[1]) && s.Library == "" {
 				add(n, RuleHeader, "@%s after the header has no effect: annotations belong in the comment block at the top of the file", m[1])
 			}
 			continue
@@ -195,10 +224,13 @@ func parseScript(file string, src []byte) (*Script, []Diagnostic) {
 		parseTag(s, n, m[1], strings.TrimSpace(m[2]), add)
 	}
 	s.Doc = trimDoc(s.Doc)
+	if keyCount >= 0 && s.nameLine == 0 && len(s.Keys) > 0 && !s.VariadicKeys() && !s.badParams && len(s.Keys) != keyCount {
+		add(s.Keys[0].Line, RuleHeader, "the file name says %d keys (-%d.lua) but the header declares %d @key", keyCount, keyCount, len(s.Keys))
+	}
 	if s.ReadOnly && s.Shebang != "" && !shebangFlag(s.Shebang, "no-writes") {
 		add(s.roLine, RuleShebang, "@flag read-only needs flags=no-writes on the #!lua line: Redis refuses EVALSHA_RO for a script with a shebang that may write")
 	}
-	if !s.returnSet {
+	if !s.returnSet && s.Library == "" {
 		add(1, RuleHeader, "missing @return: declare the reply, for example \"-- @return int\" or \"-- @return nil\"")
 	}
 	return s, diags
@@ -232,7 +264,7 @@ func ignoredRules(line string, m []int, report func(col int, format string, a ..
 }
 
 // unsilenceable are the rules whose findings luagen:ignore cannot drop.
-var unsilenceable = []string{RuleSyntax, RuleFolder, RuleEncoding, RuleCRLF, RuleHeader, RuleName, RuleDuplicate, RuleShebang}
+var unsilenceable = []string{RuleSyntax, RuleFolder, RuleEncoding, RuleCRLF, RuleHeader, RuleName, RuleDuplicate, RuleShebang, RuleInclude}
 
 // silenceable lists, in the order of Rules, the rules luagen:ignore drops.
 func silenceable() []string {
@@ -341,6 +373,8 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 				add(n, RuleHeader, "unknown flag %q (known: %s)", f, strings.Join(flagNames, ", "))
 			}
 		}
+	case "include":
+		// A directive expandIncludes did not take: it reported it.
 	default:
 		add(n, RuleHeader, "unknown annotation @%s (known: @%s)", tag, strings.Join(knownTags, " @"))
 	}
@@ -366,6 +400,36 @@ func parseReturn(t string) (Return, string) {
 		return r, fmt.Sprintf("unknown type %q (use nil, int, string, status, bool or any)", r.Base)
 	}
 	return r, ""
+}
+
+// libraryName returns the name of a Redis Functions library's shebang,
+// "#!lua name=mylib".
+func libraryName(line string) (string, bool) {
+	for _, f := range strings.Fields(strings.TrimPrefix(line, "#!")) {
+		if v, ok := strings.CutPrefix(f, "name="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// checkLibraryShebang checks the first line of a Functions library: #!lua
+// and name=, which FUNCTION LOAD requires; it takes no flags.
+func checkLibraryShebang(line string) string {
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 || fields[0] != "lua" {
+		return "a library's shebang must start with #!lua"
+	}
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		if k != "name" {
+			return fmt.Sprintf("shebang option %q: a Functions library takes only name=...; set flags per function in redis.register_function", f)
+		}
+		if !validName(v) {
+			return fmt.Sprintf("library name %q: use letters, digits and underscores, starting with a letter", v)
+		}
+	}
+	return ""
 }
 
 func checkShebang(line string) string {
@@ -398,8 +462,41 @@ func shebangFlag(line, flag string) bool {
 	return false
 }
 
+// fileNameCount is a trailing "-N" of a file's base name: the number of
+// keys the script takes, as some projects write it (moveToFinished-14.lua).
+var fileNameCount = regexp.MustCompile(`-([0-9]+)$`)
+
+// scriptName derives a script's name from its file's base name: a trailing
+// "-N" key count is dropped (and returned; -1 when there is none), and each
+// run of "-" or "." becomes "_", so add-job.lua and moveToFinished-14.lua
+// give add_job and moveToFinished, Go names AddJob and MoveToFinished.
+func scriptName(base string) (string, int) {
+	count := -1
+	if m := fileNameCount.FindStringSubmatchIndex(base); m != nil && m[0] > 0 {
+		count, _ = strconv.Atoi(base[m[2]:m[3]])
+		base = base[:m[0]]
+	}
+	var b strings.Builder
+	sep := false
+	for _, r := range base {
+		if r == '-' || r == '.' {
+			sep = true
+			continue
+		}
+		if sep && b.Len() > 0 {
+			b.WriteByte('_')
+		}
+		sep = false
+		b.WriteRune(r)
+	}
+	return b.String(), count
+}
+
 // reserved are the names of the shared generated file.
-var reserved = map[string]bool{"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true}
+var reserved = map[string]bool{
+	"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true,
+	"ErrKeyPrefix": true, "LibraryName": true, "LibrarySource": true, "FunctionCaller": true,
+}
 
 // checkNames validates script names and finds Go identifiers declared twice.
 func checkNames(scripts []*Script) []Diagnostic {
@@ -417,6 +514,11 @@ func checkNames(scripts []*Script) []Diagnostic {
 			continue
 		}
 		s.GoName = GoName(s.Name)
+		if slices.ContainsFunc(s.identifiers(), func(id string) bool { return reserved[id] }) {
+			// retry.lua would declare Retry, which the shared file
+			// declares: its names take the suffix Lua (RetryLua).
+			s.GoName += "Lua"
+		}
 		ids := s.identifiers()
 		if d, ok := clash(s, ids, owner, line); ok {
 			diags = append(diags, d) // one finding per script, not one per name
@@ -429,15 +531,10 @@ func checkNames(scripts []*Script) []Diagnostic {
 	return diags
 }
 
-// clash finds the first of ids that the shared file or an earlier script
-// declares.
+// clash finds the first of ids that an earlier script declares.
 func clash(s *Script, ids []string, owner map[string]*Script, line int) (Diagnostic, bool) {
 	for _, id := range ids {
 		d := Diagnostic{File: s.File, Line: line, Col: 1, Rule: RuleDuplicate}
-		if reserved[id] {
-			d.Message = fmt.Sprintf("script %s would declare %s, which the shared generated file declares: rename it", s.Name, id)
-			return d, true
-		}
 		if o, ok := owner[id]; ok {
 			d.Message = fmt.Sprintf("script %s and %s (%s) both declare the Go name %s: rename one", s.Name, o.Name, o.File, id)
 			return d, true
@@ -449,6 +546,10 @@ func clash(s *Script, ids []string, owner map[string]*Script, line int) (Diagnos
 // identifiers lists the package-level Go names generated for s.
 func (s *Script) identifiers() []string {
 	n := s.GoName
+	if s.Library != "" {
+		// Its functions' names are known after lint: <n><Function>.
+		return []string{n + "LibraryName", n + "LibrarySource", "Load" + n + "Library"}
+	}
 	return []string{n, n + "Source", n + "SHA1", n + "Keys", n + "Args", n + "Script", n + "Cmd", n + "Result"}
 }
 
@@ -523,4 +624,45 @@ func firstInvalidUTF8(b []byte) int {
 		i += size
 	}
 	return len(b)
+}
+
+// functionDocs reads the annotations of a library's registered function:
+// the comment block right above line (its local function, or its
+// redis.register_function call). A block with @return makes the
+// generated wrapper typed, with its @key and @arg structs.
+func functionDocs(s *Script, fn *Function, line int) []Diagnostic {
+	var diags []Diagnostic
+	add := func(n int, rule, format string, a ...any) {
+		diags = append(diags, Diagnostic{File: s.File, Line: n, Col: 1, Rule: rule, Message: fmt.Sprintf(format, a...)})
+	}
+	lines := strings.Split(string(luaLines(s.Source)), "\n")
+	start := line - 1 // 1-based line of the first comment of the block
+	for start > 1 {
+		t := strings.TrimSpace(lines[start-2])
+		if !strings.HasPrefix(t, "--") || strings.HasPrefix(t, "--[") {
+			break
+		}
+		start--
+	}
+	f := &Script{Name: fn.Name, File: s.File, ignores: map[int][]string{}}
+	for n := start; n < line; n++ {
+		t := strings.TrimSpace(lines[n-1])
+		if m := tagLine.FindStringSubmatch(t); m != nil && slices.Contains(knownTags, m[1]) {
+			if m[1] == "name" {
+				add(n, RuleHeader, "@name in a library: a function is named by redis.register_function")
+				continue
+			}
+			parseTag(f, n, m[1], strings.TrimSpace(m[2]), add)
+			continue
+		}
+		f.Doc = append(f.Doc, strings.TrimSpace(strings.TrimLeft(t, "-")))
+	}
+	if f.returnSet && !f.badParams {
+		fn.Typed = true
+		fn.Keys, fn.Args, fn.Return, fn.Doc = f.Keys, f.Args, f.Return, trimDoc(f.Doc)
+		if f.ReadOnly && !fn.NoWrites {
+			add(f.roLine, RuleHeader, "@flag read-only: register function %s with flags = {'no-writes'}, which FCALL_RO needs", fn.Name)
+		}
+	}
+	return diags
 }

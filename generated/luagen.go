@@ -36,7 +36,7 @@ var Scripts = []*Script{
 type Script struct {
 	Name       string   // script name, from @name or the file name
 	File       string   // source file, relative to the module root
-	Source     string   // the file's text, byte for byte
+	Source     string   // the file's text, byte for byte, includes expanded
 	SHA1       string   // SHA1 of Source, computed by luagen
 	Keys       []string // KEYS names in order; "..." marks a variadic last key
 	Args       []string // ARGV names in order; "..." marks a variadic last arg

@@ -33,7 +33,7 @@
 -- @arg    field     string  owner field C:H
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    holds     int     hold count after this call (1 for a first acquisition)
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return int   0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 -- @flag   idempotent
 
@@ -59,8 +59,18 @@ end
 if not holds or holds < 1 or holds % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local t = redis.call('time')
@@ -69,26 +79,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- again within half a budget.
 local keep = math.floor(wait * 3 / 4)
 
--- Purges the waiters at the head whose deadline has passed (or that have
--- none), but not the caller. Reports whether it purged any.
-local function purge()
-  local purged = false
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head or head == field then
-      return purged
-    end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > now then
-      return purged
-    end
-    redis.call('zrem', timeouts, head)
-    redis.call('lpop', queue)
-    purged = true
-  end
-end
-
-local purged = purge()
+-- @include "include/fair_purge.lua"
+-- The caller asks, so it is alive: it is never purged.
+local purged = purge(field)
 
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then
@@ -140,7 +133,7 @@ if free and (not head or head == field) then
   purge()
   local next = redis.call('lindex', queue, 0)
   if next then
-    redis.call(publish, channel .. ':' .. next, 0)
+    notify(channel .. ':' .. next)
   end
   return 0
 end
@@ -158,7 +151,7 @@ if head and free and head ~= field then
 end
 if wake then
   -- (The caller, when it is the new head, learns it from this reply.)
-  redis.call(publish, channel .. ':' .. head, 0)
+  notify(channel .. ':' .. head)
 end
 
 local pttl = math.max(redis.call('pttl', lock), 0)

@@ -1,4 +1,8 @@
 -- Deletes the fair lock whoever holds it, and wakes the head of the queue.
+-- It also publishes on the lock's channel, which no fair waiter listens to
+-- but a holder with Options.WatchHolds does: so the holder learns at once
+-- that its lock is gone (Redisson's own fair force unlock only notifies the
+-- head of the queue).
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see
@@ -8,11 +12,11 @@
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
 -- @key    timeouts  the waiters' deadlines (sorted set, ms since the epoch)
--- @key    channel   the lock's channel; a waiter's own channel is channel:field
+-- @key    channel   the lock's channel (holders listen); a waiter's own channel is channel:field
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
 
@@ -31,8 +35,18 @@ end
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local replay = redis.call('get', latch)
@@ -42,27 +56,20 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-  local head = redis.call('lindex', queue, 0)
-  if not head then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('zrem', timeouts, head)
-  redis.call('lpop', queue)
-end
+-- @include "include/fair_purge.lua"
+purge()
 
 local deleted = redis.call('del', lock) == 1
+if deleted then
+  redis.call(publish, channel, 0)
+end
 local head = redis.call('lindex', queue, 0)
 if head then
   local deadline = tonumber(redis.call('zscore', timeouts, head))
   if not deadline or deadline > now + wait then
     redis.call('zadd', timeouts, now + wait, head)
   end
-  redis.call(publish, channel .. ':' .. head, 0)
+  notify(channel .. ':' .. head)
 end
 redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)
 return deleted

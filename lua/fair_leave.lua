@@ -16,7 +16,7 @@
 -- @key    channel   the lock's channel; a waiter's own channel is channel:field
 -- @arg    field     string  owner field C:H of the waiter that leaves
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return bool  true when the waiter was in the queue
 -- @flag   idempotent
 
@@ -31,8 +31,18 @@ local publish = ARGV[3]
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local t = redis.call('time')
@@ -40,22 +50,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- What a waiter that moves up keeps at least: it is not told, and asks
 -- again within half a budget.
 local keep = math.floor(wait * 3 / 4)
--- Purges the waiters at the head whose deadline has passed (or that have
--- none).
-local function purge()
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return
-    end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > now then
-      return
-    end
-    redis.call('zrem', timeouts, head)
-    redis.call('lpop', queue)
-  end
-end
+-- @include "include/fair_purge.lua"
 
 purge()
 
@@ -91,7 +86,7 @@ if pos == 0 then
         redis.call('zadd', timeouts, now + wait, head)
       end
     end
-    redis.call(publish, channel .. ':' .. head, 0)
+    notify(channel .. ':' .. head)
   end
 end
 return true

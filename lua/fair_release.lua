@@ -18,7 +18,7 @@
 -- @arg    field     string  owner field C:H
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @arg    holds     int     the owner's hold count before this release, as the caller knows it; 0: unknown
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
@@ -44,8 +44,18 @@ end
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
@@ -58,18 +68,8 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-  local head = redis.call('lindex', queue, 0)
-  if not head then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('zrem', timeouts, head)
-  redis.call('lpop', queue)
-end
+-- @include "include/fair_purge.lua"
+purge()
 
 -- The lock is free: the head has one wait budget to take it, and is woken.
 local function wake_head()
@@ -79,7 +79,7 @@ local function wake_head()
     if not deadline or deadline > now + wait then
       redis.call('zadd', timeouts, now + wait, head)
     end
-    redis.call(publish, channel .. ':' .. head, 0)
+    notify(channel .. ':' .. head)
   end
 end
 

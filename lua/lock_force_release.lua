@@ -8,7 +8,7 @@
 -- @key    channel   release channel of N
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
--- @arg    publish   string  publishing command: publish or spublish
+-- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
 
@@ -21,8 +21,18 @@ local publish = ARGV[2]
 if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 
 local replay = redis.call('get', latch)
@@ -32,7 +42,7 @@ end
 
 local deleted = redis.call('del', lock) == 1
 if deleted then
-  redis.call(publish, channel, 0)
+  notify(channel)
 end
 redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)
 return deleted

@@ -13,7 +13,7 @@
 -- @arg    lease_ms   int     lease to set when holds remain, in milliseconds
 -- @arg    field      string  owner field C:H
 -- @arg    latch_ms   int     how long the latch replays the outcome, in milliseconds
--- @arg    publish    string  publishing command: publish or spublish
+-- @arg    publish    string  how to publish: publish, spublish or both (publish, then spublish)
 -- @arg    holds      int     the owner's hold count before this release, as the caller knows it; 0: unknown
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
@@ -33,8 +33,18 @@ end
 if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' then
-  return redis.error_reply('ERR lualock: publish must be publish or spublish')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+end
+-- Sends the release message "0" on ch as Redisson's clients of each kind
+-- listen for it: PUBLISH, SPUBLISH (sharded) or both.
+local function notify(ch)
+  if publish ~= 'spublish' then
+    redis.call('publish', ch, 0)
+  end
+  if publish ~= 'publish' then
+    redis.call('spublish', ch, 0)
+  end
 end
 if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
@@ -62,6 +72,6 @@ if holds > 1 then
 end
 
 redis.call('del', lock)
-redis.call(publish, channel, 0)
+notify(channel)
 redis.call('set', latch, 1, 'px', latch_ms)
 return 1

@@ -39,6 +39,8 @@ type backend struct {
 	new func(t *testing.T) redis.UniversalClient
 	// cluster is true for the 3-master Redis Cluster.
 	cluster bool
+	// mini is set for miniredis, whose clock the suite may drive.
+	mini *miniredis.Miniredis
 }
 
 // backends returns miniredis (its clock following real time, as a real

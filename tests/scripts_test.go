@@ -28,6 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock/gen"
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/tests/harness"
 )
@@ -756,8 +757,8 @@ func TestScriptLockRelease(t *testing.T) {
 			latch         int64
 			want          string
 		}{
-			{"bad publish", "notify", scLease, scLatchMS, "publish must be publish or spublish"},
-			{"upper-case publish", "PUBLISH", scLease, scLatchMS, "publish must be publish or spublish"},
+			{"bad publish", "notify", scLease, scLatchMS, "publish must be publish, spublish or both"},
+			{"upper-case publish", "PUBLISH", scLease, scLatchMS, "publish must be publish, spublish or both"},
 			{"lease 0", "publish", 0, scLatchMS, "lease_ms must be a positive integer"},
 			{"latch 0", "publish", scLease, 0, "latch_ms must be a positive integer"},
 		} {
@@ -894,7 +895,7 @@ func TestScriptLockForceRelease(t *testing.T) {
 		scZero(t, "re-enter")(scAcquire(rdb, l, "c1:1", 2, scLease))
 
 		_, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "notify"})
-		scScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish or spublish")
+		scScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish, spublish or both")
 		scWantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: scLatchMS, Publish: "publish"})
@@ -1100,13 +1101,14 @@ func TestScriptFairSanity(t *testing.T) {
 		scWantLatch(t, rdb, l.latch("req-2"), "0")
 		scWantMessages(t, rdb, ps, false, l.channel)
 
-		// Force release: true, lock gone, the head (c4) woken.
+		// Force release: true, lock gone, the holder told on the lock's
+		// channel (for Options.WatchHolds), the head (c4) woken.
 		ok, err = scFairForce(rdb, l)
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
 		scWantGone(t, rdb, l.name)
-		scWantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c4:1")+"=0")
+		scWantMessages(t, rdb, ps, false, l.channel, l.channel+"=0", l.waiterChannel("c4:1")+"=0")
 		scWantList(t, rdb, l.queue, "c4:1")
 
 		// c4 leaves; then force release finds nothing.
@@ -1127,16 +1129,16 @@ func TestScriptFairSanity(t *testing.T) {
 		scScriptErr(t, "fair acquire wait 0", err, "fair_acquire", "wait_ms must be a positive integer")
 		_, err = generated.FairAcquire(context.Background(), rdb, bad.fairKeys(),
 			generated.FairAcquireArgs{LeaseMS: scLease, Field: "c1:1", WaitMS: scWait, Holds: 1, Publish: "x"})
-		scScriptErr(t, "fair acquire bad publish", err, "fair_acquire", "publish must be publish or spublish")
+		scScriptErr(t, "fair acquire bad publish", err, "fair_acquire", "publish must be publish, spublish or both")
 		_, err = generated.FairLeave(context.Background(), rdb, generated.FairLeaveKeys(bad.fairKeys()),
 			generated.FairLeaveArgs{Field: "c1:1", WaitMS: -1, Publish: "publish"})
 		scScriptErr(t, "fair leave wait -1", err, "fair_leave", "wait_ms must be a positive integer")
 		_, err = generated.FairRelease(context.Background(), rdb, bad.fairReleaseKeys("r"),
 			generated.FairReleaseArgs{LeaseMS: scLease, Field: "c1:1", LatchMS: scLatchMS, WaitMS: scWait, Publish: ""})
-		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish or spublish")
+		scScriptErr(t, "fair release bad publish", err, "fair_release", "publish must be publish, spublish or both")
 		_, err = generated.FairForceRelease(context.Background(), rdb, bad.fairForceKeys(),
 			generated.FairForceReleaseArgs{LatchMS: scLatchMS, WaitMS: scWait, Publish: "PUBLISH"})
-		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish or spublish")
+		scScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish, spublish or both")
 		scWantNoKeysLeft(t, rdb, bad.name)
 		scWantGone(t, rdb, bad.latch("r"))
 	})
@@ -1550,6 +1552,16 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 	if len(files) != len(generated.Scripts) {
 		t.Errorf("%d .lua files but %d generated scripts", len(files), len(generated.Scripts))
 	}
+	// The Source of a script is its file with its includes expanded, as
+	// luagen parses it; a file without includes is its own Source.
+	parsed, diags := gen.Parse(os.DirFS(".."), gen.Config{Src: "lua"})
+	if gen.HasErrors(diags) {
+		t.Fatalf("luagen parse of ../lua: %v", diags)
+	}
+	expanded := map[string]string{}
+	for _, p := range parsed {
+		expanded[p.File] = string(p.Source)
+	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -1561,12 +1573,18 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 			t.Errorf("%s: no generated script", file)
 			continue
 		}
-		if s.Source != string(src) {
-			t.Errorf("%s: generated Source differs from the file", file)
+		want, ok := expanded[file]
+		switch {
+		case !ok:
+			t.Errorf("%s: luagen did not parse it", file)
+		case !strings.Contains(string(src), "@include") && want != string(src):
+			t.Errorf("%s: has no include, but luagen's Source differs from the file", file)
+		case s.Source != want:
+			t.Errorf("%s: generated Source differs from the file with its includes expanded", file)
 		}
-		sum := sha1.Sum(src)
+		sum := sha1.Sum([]byte(s.Source))
 		if want := hex.EncodeToString(sum[:]); s.SHA1 != want {
-			t.Errorf("%s: generated SHA1 %s, sha1 of the file %s", file, s.SHA1, want)
+			t.Errorf("%s: generated SHA1 %s, sha1 of its Source %s", file, s.SHA1, want)
 		}
 		if want := strings.TrimSuffix(filepath.Base(f), ".lua"); s.Name != want {
 			t.Errorf("%s: script name %q, want %q", file, s.Name, want)

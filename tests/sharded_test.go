@@ -17,7 +17,7 @@ import (
 )
 
 // TestClient_ShardedPubSub_wakesWaiters runs the reentrant and the fair
-// lock with Options.ShardedPubSub on the real servers (miniredis has no
+// lock with sharded pub/sub (Options.PubSub) on the real servers (miniredis has no
 // SPUBLISH): a waiter blocked in Lock is woken by the release's SPUBLISH long
 // before its fallback timer, and every subscription is gone afterwards.
 func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
@@ -28,7 +28,7 @@ func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.new(t)
 			for _, fair := range []bool{false, true} {
-				c, err := lualock.New(rdb, lualock.Options{ShardedPubSub: true, MaxWaitTimer: 5 * time.Second, SubscriptionLinger: -1})
+				c, err := lualock.New(rdb, lualock.Options{PubSub: lualock.PubSubSharded, MaxWaitTimer: 5 * time.Second, SubscriptionLinger: -1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -284,7 +284,7 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 // closes: one for the holders, one for the waiters whose Stats are checked.
 func shardedClients(t *testing.T, rdb redis.UniversalClient) (holders, waiters *lualock.Client) {
 	t.Helper()
-	opts := lualock.Options{ShardedPubSub: true, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
+	opts := lualock.Options{PubSub: lualock.PubSubSharded, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
 	return lkNew(t, rdb, opts), lkNew(t, rdb, opts)
 }
 
@@ -311,7 +311,7 @@ func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
 	ctx := context.Background()
 	rdb := cl.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := lualock.New(rdb, lualock.Options{ShardedPubSub: true, MaxWaitTimer: 30 * time.Second, SubscriptionLinger: -1})
+	c, err := lualock.New(rdb, lualock.Options{PubSub: lualock.PubSubSharded, MaxWaitTimer: 30 * time.Second, SubscriptionLinger: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,19 +16,10 @@ import (
 // render lints the scripts, printing every finding, and generates the files
 // in memory. It returns the files, or nil and the exit status.
 func (c *cli) render(w *workspace) (map[string][]byte, int) {
-	// gen.Generate returns no diagnostics on success, so lint first to show
-	// the warnings; Generate lints again.
-	ds := gen.Lint(w.fsys, w.cfg)
+	files, ds, err := gen.GenerateLint(w.fsys, w.cfg)
 	c.printDiags(w, ds)
 	if gen.HasErrors(ds) {
 		c.errorf("%s", summary(ds))
-		return nil, 1
-	}
-	files, err := gen.Generate(w.fsys, w.cfg)
-	if de := (*gen.DiagnosticsError)(nil); errors.As(err, &de) {
-		// The scripts changed between Lint and Generate.
-		c.printDiags(w, de.Diagnostics)
-		c.errorf("%s", summary(de.Diagnostics))
 		return nil, 1
 	}
 	if err != nil {
@@ -218,7 +209,7 @@ func (c *cli) check(w *workspace) int {
 		old, err := os.ReadFile(w.outFile(name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			fmt.Fprint(c.stdout, unifiedDiff("/dev/null", "b/"+path, nil, files[name]))
+			c.stale(path, "missing: generate would write it", unifiedDiff("/dev/null", "b/"+path, nil, files[name]))
 			stale = true
 		case err != nil:
 			c.errorf("cannot read %s: %v", path, underlying(err))
@@ -228,7 +219,7 @@ func (c *cli) check(w *workspace) int {
 			c.errorf("%s exists and was not written by luagen: generate would refuse to overwrite it", path)
 			failed = true
 		default:
-			fmt.Fprint(c.stdout, unifiedDiff("a/"+path, "b/"+path, old, files[name]))
+			c.stale(path, "stale: generate would change it", unifiedDiff("a/"+path, "b/"+path, old, files[name]))
 			stale = true
 		}
 	}
@@ -238,7 +229,11 @@ func (c *cli) check(w *workspace) int {
 		failed = true
 	}
 	for _, name := range orphans {
-		c.errorf("orphaned generated file %s (its .lua is gone)", w.show(w.outFile(name)))
+		if c.format == "text" {
+			c.errorf("orphaned generated file %s (its .lua is gone)", w.show(w.outFile(name)))
+		} else {
+			c.pending = append(c.pending, gen.Diagnostic{File: w.show(w.outFile(name)), Rule: "orphan", Message: "orphaned generated file: its .lua is gone; generate would remove it"})
+		}
 		stale = true
 	}
 	if stale {
@@ -248,4 +243,14 @@ func (c *cli) check(w *workspace) int {
 		return 1
 	}
 	return 0
+}
+
+// stale reports a generated file that generate would write: its diff on
+// stdout in the text format, a finding of rule "stale" in the others.
+func (c *cli) stale(path, msg, diff string) {
+	if c.format == "text" {
+		fmt.Fprint(c.stdout, diff)
+		return
+	}
+	c.pending = append(c.pending, gen.Diagnostic{File: path, Rule: "stale", Message: msg})
 }

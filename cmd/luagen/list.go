@@ -49,6 +49,7 @@ type jsonScript struct {
 	Return     string      `json:"return"`
 	ReadOnly   bool        `json:"read_only"`
 	Idempotent bool        `json:"idempotent"`
+	Library    string      `json:"library,omitempty"` // a Functions library's name
 }
 
 type jsonParam struct {
@@ -72,6 +73,7 @@ func (c *cli) list(w *workspace, asJSON bool) int {
 				Name: s.Name, GoName: s.GoName, File: s.File, SHA1: s.SHA1,
 				Keys: []jsonParam{}, Args: []jsonParam{},
 				Return: s.Return.String(), ReadOnly: s.ReadOnly, Idempotent: s.Idempotent,
+				Library: s.Library,
 			}
 			for _, k := range s.Keys {
 				j.Keys = append(j.Keys, jsonParam{Name: k.Name, Variadic: k.Variadic, Doc: k.Doc})
@@ -99,6 +101,9 @@ func (c *cli) list(w *workspace, asJSON bool) int {
 		}
 		for _, a := range s.Args {
 			args = append(args, a.Name+" "+variadic(a.Variadic, "...")+a.Type)
+		}
+		if s.Library != "" {
+			flags = append(flags, "library="+s.Library)
 		}
 		if s.ReadOnly {
 			flags = append(flags, "read-only")

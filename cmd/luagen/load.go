@@ -41,7 +41,12 @@ func (c *cli) load(w *workspace, o *options) int {
 	if scripts == nil {
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	if w.cfg.Library != "" {
+		// Every script is built into one Functions library, loaded once.
+		src := gen.BuildLibrary(w.cfg.Library, scripts)
+		scripts = []*gen.Script{{Name: w.cfg.Library, Library: w.cfg.Library, Source: src, SHA1: "library"}}
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), replaceKey{}, o.replace), o.timeout)
 	defer cancel()
 	if err := l.ping(ctx); err != nil {
 		c.errorf("cannot reach Redis at %s: %v", where, timeoutHint(ctx, err, o.timeout))
@@ -158,6 +163,9 @@ func withPort(addr string) string {
 
 // scriptLoad loads s into one server and checks the SHA1.
 func scriptLoad(ctx context.Context, c *redis.Client, s *gen.Script) error {
+	if s.Library != "" {
+		return functionLoad(ctx, c, s)
+	}
 	sha, err := c.ScriptLoad(ctx, string(s.Source)).Result()
 	if err != nil {
 		return err
@@ -166,6 +174,40 @@ func scriptLoad(ctx context.Context, c *redis.Client, s *gen.Script) error {
 		return fmt.Errorf("redis returned sha1 %s, want %s", sha, s.SHA1)
 	}
 	return nil
+}
+
+// replaceKey marks, in a load's context, that a Functions library replaces
+// one of its name (-replace).
+type replaceKey struct{}
+
+// functionLoad loads a Functions library with FUNCTION LOAD (REPLACE with
+// -replace) and verifies that Redis holds its code, byte for byte, with
+// FUNCTION LIST LIBRARYNAME ... WITHCODE.
+func functionLoad(ctx context.Context, c *redis.Client, s *gen.Script) error {
+	load := c.FunctionLoad
+	if replace, _ := ctx.Value(replaceKey{}).(bool); replace {
+		load = c.FunctionLoadReplace
+	}
+	name, err := load(ctx, string(s.Source)).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("%w (load -replace replaces it)", err)
+		}
+		return err
+	}
+	if name != s.Library {
+		return fmt.Errorf("redis loaded library %q, want %q", name, s.Library)
+	}
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: s.Library, WithCode: true}).Result()
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	for _, l := range libs {
+		if l.Name == s.Library && l.Code == string(s.Source) {
+			return nil
+		}
+	}
+	return fmt.Errorf("verify: FUNCTION LIST has no library %s with this code", s.Library)
 }
 
 type clientLoader struct{ c *redis.Client }

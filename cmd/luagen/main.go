@@ -22,9 +22,19 @@
 //	-pkg name  the package name of the generated files (default: the base
 //	           name of -out); a Go identifier other than _, a keyword, main
 //	           or init
+//	-config f  the luagen.json to read (default: the nearest one at or
+//	           above -src, or the working directory, up to the module root)
+//
+// luagen.json (see docs/LUAGEN.md and docs/luagen.schema.json) sets src,
+// out and package for every command, where no flag sets them, rule
+// severities per project and per file pattern, key-prefix args and a Redis
+// Functions library to build every script into. lint and check take
+// -format text|json|sarif|github: in the machine formats the findings (and
+// check's stale and orphaned files) go to stdout.
 //
 // list takes -json to print a JSON array instead of a table. load takes
-// -addr (redis://host:port[/db], rediss://..., or plain host:port; default
+// -replace (FUNCTION LOAD REPLACE for a Functions library), -addr
+// (redis://host:port[/db], rediss://..., or plain host:port; default
 // $REDIS_URL, else redis://127.0.0.1:6379), -cluster (treat -addr as the
 // seed of a Redis Cluster: a comma-separated list of host:port, or a
 // redis:// URL with more seeds as addr= parameters; every node of the
@@ -54,14 +64,16 @@
 // for check, stale or orphaned files; for load, any script that failed), 2
 // for a usage error.
 //
-// In a module that uses the scripts, run it from a go:generate line, for
-// example in the generated package's folder:
+// In a module that uses the scripts, run it from a go:generate line in a
+// _test.go file of the generated package (go generate reads a package's
+// test files last, so a generated file luagen removes is not one it has yet
+// to open), for example:
 //
 //	//go:generate go run github.com/lualock/lualock/cmd/luagen generate -src ../lua -out .
 //
-// or, from the module root:
-//
-//	//go:generate go run github.com/lualock/lualock/cmd/luagen generate
+// A directive in a package that go generate ./... visits before the
+// generated one (the module root's, for instance) fails once after a
+// script is deleted: go generate cannot open the file luagen removed.
 //
 // With Go 1.24 tool dependencies, add it once with
 //

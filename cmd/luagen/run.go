@@ -29,11 +29,17 @@ Flags of every command:
   -src dir     folder of the .lua files (default "lua")
   -out dir     folder of the generated package (default "generated")
   -pkg name    package name of the generated files (default: base name of -out)
+  -config file luagen.json to read (default: the nearest luagen.json at or
+               above -src, or the working directory, up to the module root)
+
+Flags of lint and check:
+  -format f    text (default), json, sarif or github (workflow annotations)
 
 Flags of list:
   -json        print a JSON array instead of a table
 
 Flags of load:
+  -replace     for a Functions library: FUNCTION LOAD REPLACE
   -addr url    redis://host:port[/db] or host:port (default $REDIS_URL,
                else redis://127.0.0.1:6379)
   -cluster     -addr is a Redis Cluster seed: comma-separated host:port, or a
@@ -50,6 +56,11 @@ type options struct {
 	out     string
 	pkg     string
 	pkgSet  bool
+	srcSet  bool
+	outSet  bool
+	config  string
+	format  string
+	replace bool
 	json    bool
 	addr    string
 	cluster bool
@@ -59,6 +70,8 @@ type options struct {
 // cli carries the output streams of one run.
 type cli struct {
 	stdout, stderr io.Writer
+	format         string           // of findings: text, json, sarif or github
+	pending        []gen.Diagnostic // findings kept for a format other than text
 }
 
 // run runs luagen with the arguments that follow the program name and
@@ -77,6 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
+	c.format = o.format
+	fc, err := applyConfig(o)
+	if err != nil {
+		c.errorf("%v", err)
+		return 1
+	}
 	w, err := newWorkspace(o.src, o.out)
 	if err != nil {
 		c.errorf("%v", err)
@@ -86,12 +105,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.pkg = filepath.Base(w.outDir)
 	}
 	w.cfg.Package = o.pkg
+	w.cfg = w.cfg.FromFile(fc)
+	code = c.dispatch(w, o)
+	if c.format != "text" && (o.cmd == "lint" || o.cmd == "check") {
+		if err := writeFindings(stdout, c.format, c.pending); err != nil {
+			c.errorf("%v", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// dispatch runs the command.
+func (c *cli) dispatch(w *workspace, o *options) int {
 	switch o.cmd {
 	case "generate", "check":
 		if err := gen.CheckPackageName(o.pkg); err != nil {
 			if o.pkgSet {
 				c.errorf("-pkg: %v", err)
-				fmt.Fprint(stderr, usage)
+				fmt.Fprint(c.stderr, usage)
 				return 2
 			}
 			c.errorf("%v; it is the base name of -out: set -pkg", err)
@@ -133,10 +165,15 @@ func (c *cli) parse(args []string) (*options, int) {
 	fset.StringVar(&o.src, "src", "lua", "")
 	fset.StringVar(&o.out, "out", "generated", "")
 	fset.StringVar(&o.pkg, "pkg", "", "")
+	fset.StringVar(&o.config, "config", "", "")
+	o.format = "text"
 	switch o.cmd {
+	case "lint", "check":
+		fset.StringVar(&o.format, "format", "text", "")
 	case "list":
 		fset.BoolVar(&o.json, "json", false, "")
 	case "load":
+		fset.BoolVar(&o.replace, "replace", false, "")
 		def := os.Getenv("REDIS_URL")
 		if def == "" {
 			def = "redis://127.0.0.1:6379"
@@ -160,10 +197,22 @@ func (c *cli) parse(args []string) (*options, int) {
 		return nil, 2
 	}
 	fset.Visit(func(f *flag.Flag) {
-		if f.Name == "pkg" {
+		switch f.Name {
+		case "pkg":
 			o.pkgSet = true
+		case "src":
+			o.srcSet = true
+		case "out":
+			o.outSet = true
 		}
 	})
+	switch o.format {
+	case "text", "json", "sarif", "github":
+	default:
+		c.errorf("%s: -format %q: use text, json, sarif or github", o.cmd, o.format)
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	}
 	for _, f := range []struct{ name, val string }{{"src", o.src}, {"out", o.out}} {
 		if f.val == "" {
 			c.errorf("%s: -%s must not be empty", o.cmd, f.name)
@@ -275,6 +324,10 @@ func (w *workspace) outFile(name string) string { return filepath.Join(w.outDir,
 func (c *cli) printDiags(w *workspace, ds []gen.Diagnostic) {
 	for _, d := range ds {
 		d.File = w.showFS(d.File)
+		if c.format != "text" {
+			c.pending = append(c.pending, d)
+			continue
+		}
 		fmt.Fprintln(c.stderr, d.String())
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
 )
@@ -42,22 +46,29 @@ func (o *optDuration) Set(s string) error {
 }
 
 type lockArgs struct {
-	name    string
-	command []string
-	wait    optDuration
-	lease   optDuration
-	grace   time.Duration
-	fair    bool
+	name        string
+	command     []string
+	wait        optDuration
+	lease       optDuration
+	grace       time.Duration
+	fair        bool
+	quiet       bool
+	notObtained int
 }
 
 func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lock", "[-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]", stderr)
+	begin := time.Now() // -wait counts from here
+	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
 	var a lockArgs
 	addr := addrFlag(fs)
-	fs.Var(&a.wait, "wait", "give up when the lock is not obtained within `D` (0: one attempt; default: wait until obtained)")
+	pubsub := newPubsubFlag(fs)
+	fs.Var(&a.wait, "wait", "give up when the lock is not obtained within `D`, counted from lualock's start (0: one attempt; default: wait until obtained)")
+	noWait := fs.Bool("n", false, "same as -wait 0: one attempt, do not wait")
 	fs.Var(&a.lease, "lease", "hold the lock with a fixed lease `D`, not renewed; the command is stopped if it runs longer (default: watchdog)")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command when the lock is lost")
 	fs.BoolVar(&a.fair, "fair", false, "take a fair (FIFO) lock, Redisson's RFairLock")
+	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
+	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
 	flagArgs := args
 	dash := slices.Index(args, "--")
@@ -74,6 +85,12 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	a.name = name
+	if *noWait {
+		if a.wait.set && a.wait.d != 0 {
+			return usagef(stderr, "lock: -n and -wait %v disagree", a.wait.d)
+		}
+		a.wait = optDuration{0, true}
+	}
 	switch {
 	case len(a.command) == 0 || a.command[0] == "":
 		return usagef(stderr, `lock: missing COMMAND after "--"`)
@@ -83,74 +100,130 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usagef(stderr, "lock: -lease %v, want at least 1ms", a.lease.d)
 	case a.grace < 0:
 		return usagef(stderr, "lock: -grace %v is negative", a.grace)
+	case a.notObtained < 0 || a.notObtained > 255:
+		return usagef(stderr, "lock: -E %d, want 0..255", a.notObtained)
 	}
-	opts, err := redisOptions(*addr)
+	if err := lualock.CheckName(a.name); err != nil {
+		return usagef(stderr, "lock: %v", clean(err))
+	}
+	opts, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "lock: bad -addr: %v", err)
 	}
-	copts, err := clientOptions()
+	copts, err := clientOptions(pubsub)
 	if err != nil {
 		return usagef(stderr, "lock: %v", err)
 	}
 	path, err := exec.LookPath(a.command[0])
 	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
 			return errorf(stderr, exitNotFound, "%s: command not found", a.command[0])
+		case errors.Is(err, iofs.ErrNotExist):
+			return errorf(stderr, exitNotFound, "%s: no such file", a.command[0])
 		}
-		return errorf(stderr, exitCannotExec, "%s: %v", a.command[0], err)
+		return errorf(stderr, exitCannotExec, "%s: %v", a.command[0], errors.Unwrap(err))
 	}
 
-	rdb, err := connect(context.Background(), opts)
+	// Everything up to the lock, connecting included, fits in -wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var deadline time.Time
+	if a.wait.set {
+		deadline = begin.Add(a.wait.d)
+	}
+	connectBy := deadline
+	if a.wait.set && a.wait.d == 0 {
+		connectBy = time.Time{} // one attempt: bounded by connectTimeout alone
+	}
+	rdb, err := connect(ctx, opts, connectBy)
+	if errors.Is(err, errWaitOver) {
+		return errorf(stderr, exitError, "Redis at %s did not answer within -wait %v: lock %s not obtained", where(opts), a.wait.d, a.name)
+	}
 	if err != nil {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
-	defer rdb.Close()
 	client, err := lualock.New(rdb, copts)
 	if err != nil {
+		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
-	defer client.Close()
 	lock := newLock(client, a.name, a.fair)
-
 	// From here on the signals are ours: they stop the wait, or go to the
 	// command. Before, their default action ends lualock, holding nothing.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-
-	if code := acquire(lock, &a, sigs, stderr); code >= 0 {
+	code, leave := acquire(ctx, rdb, client, lock, &a, deadline, sigs, stderr)
+	if leave {
+		// Redis did not answer within -wait: do not stay for the clean-up
+		// (a hold an unanswered attempt may have taken expires with its
+		// lease).
+		return code
+	}
+	defer rdb.Close()
+	defer client.Close()
+	if code >= 0 {
 		return code
 	}
 	hold := lock.Context() // ends when the hold is lost or its lease runs out
-
-	cmd := exec.Command(path, a.command[1:]...)
-	cmd.Args[0] = a.command[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	if err := cmd.Start(); err != nil {
-		release(lock, a.name, stderr)
-		return errorf(stderr, exitCannotExec, "%s: %v", a.command[0], err)
+	lease := copts.WatchdogLease
+	if a.lease.set {
+		lease = a.lease.d
+	} else if lease == 0 {
+		lease = defaultWatchdogLease
 	}
-	return supervise(cmd, lock, hold, &a, sigs, stderr)
+	info := startHolderInfo(rdb, lock, a.command, lease, !a.lease.set)
+	defer info.stop()
+
+	env := append(os.Environ(),
+		envName+"="+a.name,
+		envHolder+"="+lock.Field(),
+		envLease+"="+lease.String(),
+	)
+	sup, code, err := startSupervised(path, a.command, env, a.grace, stdin, stdout, stderr)
+	if err != nil {
+		release(lock, a.name, stderr)
+		return errorf(stderr, code, "%v", err)
+	}
+	return supervise(sup, lock, hold, &a, sigs, stderr)
 }
 
-// acquire takes the lock as the flags say. It returns -1 once the lock is
-// held, else the exit code.
-func acquire(lock *lualock.Lock, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
-	ctx, cancel := context.WithCancel(context.Background())
+// acquire takes the lock as the flags say, within deadline when it is set.
+// It returns -1 once the lock is held, else the exit code; leave is set when
+// lualock should exit at once without waiting for the client's clean-up.
+func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Client, lock *lualock.Lock, a *lockArgs, deadline time.Time, sigs <-chan os.Signal, stderr io.Writer) (int, bool) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := make(chan error, 1)
+	wait := time.Duration(-1)
+	if a.wait.set {
+		wait = max(time.Until(deadline), 0)
+	}
+	if wait == 0 {
+		// One attempt: bound it by the connection timeout.
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, connectTimeout)
+		defer c2()
+	}
+	started := time.Now()
 	go func() {
 		switch {
-		case a.wait.set && a.lease.set:
-			res <- lock.TryLockLease(ctx, a.wait.d, a.lease.d)
-		case a.wait.set:
-			res <- lock.TryLock(ctx, a.wait.d)
+		case wait >= 0 && a.lease.set:
+			res <- lock.TryLockLease(ctx, wait, a.lease.d)
+		case wait >= 0:
+			res <- lock.TryLock(ctx, wait)
 		case a.lease.set:
 			res <- lock.LockLease(ctx, a.lease.d)
 		default:
 			res <- lock.Lock(ctx)
 		}
 	}()
+	var told *waitNotice
+	if !a.quiet {
+		told = startWaitNotice(rdb, client, lock, a.name, a.fair, stderr)
+		defer told.stop()
+	}
 	var sig os.Signal
 	for {
 		select {
@@ -160,61 +233,67 @@ func acquire(lock *lualock.Lock, a *lockArgs, sigs <-chan os.Signal, stderr io.W
 				cancel()
 			}
 		case err := <-res:
+			told.stop()
 			switch {
 			case sig != nil:
 				if err == nil { // obtained as the signal came
 					release(lock, a.name, stderr)
 				}
-				return errorf(stderr, 128+signum(sig), "%v while waiting for lock %s", sig, a.name)
+				return errorf(stderr, 128+signum(sig), "%v while waiting for lock %s", sig, a.name), false
 			case err == nil:
-				return -1
+				if told.said() {
+					fmt.Fprintf(stderr, "lualock: lock %s obtained after %v\n", a.name, time.Since(started).Round(time.Millisecond))
+				}
+				return -1, false
+			case errors.Is(err, lualock.ErrUnavailable) || (wait == 0 && errors.Is(err, context.DeadlineExceeded)):
+				return errorf(stderr, exitError, "Redis did not answer within -wait %v: lock %s not obtained (%v)", a.wait.d, a.name, clean(err)), true
 			case errors.Is(err, lualock.ErrNotObtained):
 				detail := "" // Redis errors met while waiting
 				if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
 					detail = err.Error()[i:]
 				}
-				return errorf(stderr, exitNotObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, detail)
+				return errorf(stderr, a.notObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, detail), false
 			case errors.Is(err, lualock.ErrInvalid):
-				return usagef(stderr, "lock: %v", clean(err))
+				return usagef(stderr, "lock: %v", clean(err)), false
 			default:
-				return errorf(stderr, exitError, "%v", clean(err))
+				return errorf(stderr, exitError, "%v", clean(err)), false
 			}
 		}
 	}
 }
 
-// supervise waits for the command while forwarding signals to it and
-// watching the hold, then releases the lock. It returns the exit code.
-func supervise(cmd *exec.Cmd, lock *lualock.Lock, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the status is in cmd.ProcessState
-		close(exited)
-	}()
+// supervise waits for the command while forwarding signals to its process
+// group and watching the hold, then releases the lock. It returns the exit
+// code.
+func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
 	var lost error
 	holdDone := hold.Done()
-	var kill <-chan time.Time
-	for running := true; running; {
+	status := -1
+	for status < 0 {
 		select {
 		case s := <-sigs:
-			_ = cmd.Process.Signal(s)
+			sup.send(fmt.Sprintf("signal %d", signum(s)))
 		case <-holdDone:
 			holdDone = nil
 			lost = context.Cause(hold)
 			fmt.Fprintf(stderr, "lualock: lock %s lost: %v\n", a.name, clean(lost))
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			t := time.NewTimer(a.grace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(stderr, "lualock: %s still running %v after SIGTERM: sending SIGKILL\n", a.command[0], a.grace)
-			_ = cmd.Process.Kill()
-		case <-exited:
-			running = false
+			sup.send("stop")
+		case line, ok := <-sup.events:
+			switch {
+			case !ok:
+				// The supervisor died (killed from outside): take the
+				// command's group down ourselves.
+				sup.close()
+				sup.killTree()
+				fmt.Fprintf(stderr, "lualock: the supervisor of %s died; the command's processes were killed\n", a.command[0])
+				release(lock, a.name, stderr)
+				return exitError
+			case strings.HasPrefix(line, "exit "):
+				status, _ = strconv.Atoi(strings.TrimPrefix(line, "exit "))
+			}
 		}
 	}
-	status := exitStatus(cmd.ProcessState)
+	sup.close()
 	if lost == nil && hold.Err() != nil { // lost as the command exited
 		lost = context.Cause(hold)
 		fmt.Fprintf(stderr, "lualock: lock %s lost: %v\n", a.name, clean(lost))
@@ -241,18 +320,6 @@ func release(lock *lualock.Lock, name string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "lualock: release lock %s: %v (it expires when its lease runs out)\n", name, clean(err))
 	}
 	return err
-}
-
-// exitStatus is the shell's view of how a process ended: its exit code, or
-// 128+N when signal N killed it.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	if c := ps.ExitCode(); c >= 0 {
-		return c
-	}
-	return exitError
 }
 
 func signum(s os.Signal) int {

@@ -6,9 +6,9 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
 //	lualock status [-addr URL] [-json] NAME
-//	lualock unlock -force [-addr URL] [-fair] NAME
+//	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //	lualock --version
 //
@@ -29,22 +29,22 @@ import (
 
 // Exit codes of lualock itself. lock otherwise exits with the command's
 // status (128+N when a signal N ended it), so a command's own 1..4 cannot be
-// told from these; pick a -wait that makes 4 unambiguous if it matters, or
-// look at stderr, where lualock explains its own exits.
+// told from these; -E moves "not obtained" elsewhere, and stderr explains
+// lualock's own exits.
 const (
 	exitOK          = 0
 	exitError       = 1   // runtime error: Redis unreachable, Redis error, ...
 	exitUsage       = 2   // bad command line
 	exitLost        = 3   // lock: the lock was lost (or its -lease ran out) while the command ran
-	exitNotObtained = 4   // lock: the lock was not obtained within -wait
+	exitNotObtained = 4   // lock: the lock was not obtained within -wait (default of -E)
 	exitCannotExec  = 126 // lock: the command was found but could not be started
 	exitNotFound    = 127 // lock: the command was not found
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D] [-lease D] [-grace D] [-fair] NAME -- COMMAND [ARG...]
+  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
   lualock status [-addr URL] [-json] NAME
-  lualock unlock -force [-addr URL] [-fair] NAME
+  lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
   lualock help
   lualock --version
 
@@ -54,45 +54,107 @@ command exits. Flags may come before or after NAME; "--" ends them.
 
 subcommands:
   lock     take NAME, run COMMAND, release NAME when it exits. Stdin, stdout
-           and stderr are the command's. SIGINT, SIGTERM, SIGHUP and SIGQUIT
-           sent to lualock are forwarded to the command (a terminal's Ctrl-C
-           reaches the command directly as well). While the command runs,
-           the lock is renewed by a watchdog (unless -lease). If the lock is
-           lost meanwhile (deleted, expired, Redis lost it) or its -lease
-           runs out, lualock prints "lualock: lock NAME lost: CAUSE", sends
-           SIGTERM to the command, SIGKILL after -grace, and exits 3.
+           and stderr are the command's.
+           Processes: COMMAND runs in a process group of its own, started
+           by a supervisor (a second lualock process, in a group of its
+           own too). Nothing of the command outlives lualock:
+           - when COMMAND exits, what it left running (its group and, on
+             Linux, every process it started, even one that left the group)
+             gets SIGTERM, then SIGKILL after -grace, before NAME is
+             released;
+           - when lualock dies, even by SIGKILL, the supervisor kills the
+             command and everything it started at once (SIGKILL), long
+             before the lease lets another holder in; on Linux the kernel
+             also sends the command SIGKILL if the supervisor dies (a
+             parent-death signal), and lualock kills what a killed
+             supervisor leaves. On other Unix systems the process group
+             stands for "everything it started": a process that leaves it
+             (setsid) is not stopped.
+           Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to lualock go
+           to the command's process group. In the foreground of a terminal
+           the command's group gets the terminal, so Ctrl-C reaches it
+           directly and it can read the terminal.
+           Waiting: unless -q, lualock says on stderr who holds NAME (for a
+           lualock holder its pid, host, command and since when, else the
+           owner field), the lease left and, with -fair, its place in the
+           queue; again when that changes (read every second); and a line
+           when it gets NAME after waiting. Nothing when it gets NAME at
+           once.
+           Holding: the command's environment has LUALOCK_NAME (NAME),
+           LUALOCK_HOLDER (the owner field C:H of the hold in NAME's hash)
+           and LUALOCK_LEASE (the fixed -lease, or the watchdog lease,
+           renewed every third of it, as a Go duration). Beside the lock,
+           never in its hash, lualock keeps the key
+           lualock_holder:{NAME}:FIELD (lualock_holder:NAME:FIELD when NAME
+           has a hash tag; same cluster slot) with its host, pid, command
+           and start, expiring with the hold; status shows it.
+           Loss: if the lock is lost while the command runs (deleted,
+           force-unlocked, expired, Redis lost it) or its -lease runs out,
+           lualock prints "lualock: lock NAME lost: CAUSE", sends SIGTERM to
+           everything of the command, SIGKILL after -grace, and exits 3. It
+           listens on NAME's channel while it holds it, so a force unlock
+           ("lualock unlock -force", Redisson's forceUnlock of an RLock) is
+           noticed in milliseconds; Redisson's forceUnlock of a fair lock
+           publishes nothing a holder hears, and is noticed at the next
+           renewal (a third of the watchdog lease), or with -lease when the
+           lease runs out.
   status   print whether NAME is locked, its holders with their hold
-           counts, the remaining lease and, for a fair lock, the queue of
-           waiters with their deadlines. Exits 0 whether locked or not.
-           -json prints one object: name, locked, lease_ms (remaining
-           lease; -1: no expiry; absent when not locked), holders
-           [{field, holds}], queue [{id, deadline_ms, remaining_ms}]
-           (deadline_ms in Unix ms; remaining_ms from server_time_ms, the
-           server's TIME), server_time_ms.
-  unlock   with -force, delete NAME whoever holds it and wake a waiter.
+           counts (and, for lualock holders, pid, host, command and since
+           when), the remaining lease and, for a fair lock, the queue of
+           waiters with their deadlines. It needs no -fair (accepted, and
+           unnecessary): a fair lock's queue is shown whenever there is
+           one. Exits 0 whether locked or not. -json prints one object:
+           name, locked, lease_ms (remaining lease; -1: no expiry; absent
+           when not locked), holders [{field, holds, lualock: {host, pid,
+           command, since}}] (lualock absent for other holders), queue [{id,
+           deadline_ms, remaining_ms}] (deadline_ms in Unix ms;
+           remaining_ms from server_time_ms, the server's TIME),
+           server_time_ms.
+  unlock   with -force, delete NAME whoever holds it and wake a waiter
+           (for a fair lock, the head of its queue: -fair, or found out
+           when NAME has a queue).
            Only the holder can release a lock normally: for a lock taken by
            "lualock lock", that happens when its command exits.
   help     print this text.
   version  print the module version and VCS revision lualock was built
            from (also --version).
 
+A NAME that lock refuses (empty, over 64 KiB, a brace without a hash tag
+such as a{b) is refused by every subcommand, exit 2, before anything is
+sent to Redis.
+
 flags:
   -addr URL   Redis server: redis://[user:password@]host:port[/db],
               rediss://... (TLS), unix:///path, or plain host:port.
-              Default: $REDIS_URL, else redis://127.0.0.1:6379. Any node
-              of a Redis Cluster will do: lualock sees that it is one and
-              follows the cluster.
-  -wait D     lock: give up when NAME is not obtained within D (0: one
-              attempt). Default: wait as long as it takes.
+              Without -addr: $REDIS_URL, else redis://127.0.0.1:6379; an
+              empty -addr '' is refused. Any node of a Redis Cluster will
+              do: lualock sees that it is one and follows the cluster.
+  -wait D     lock: give up when NAME is not obtained within D of
+              lualock's start, connecting included (0: one attempt,
+              which a Redis that does not answer may hold up to 5s).
+              Default: wait as long as it takes.
+  -n          lock: same as -wait 0.
   -lease D    lock: hold NAME with a fixed lease D, not renewed. When it runs
               out before the command exits, the command is stopped as for a
               lost lock (exit 3). Default: the watchdog renews the lease
               (LUALOCK_WATCHDOG_LEASE) as long as the command runs.
-  -grace D    lock: time between SIGTERM and SIGKILL when the lock is lost.
-              Default 10s.
-  -fair       lock, unlock: NAME is a fair lock (FIFO queue of waiters,
-              Redisson's RFairLock); status shows a fair lock's queue always.
+  -grace D    lock: time between SIGTERM and SIGKILL when the lock is lost,
+              and for what the command left running. Default 10s.
+  -fair       lock: NAME is a fair lock (FIFO queue of waiters, Redisson's
+              RFairLock). unlock: the same, found out from the queue when
+              not given. status: accepted, unnecessary.
+  -q          lock: say nothing on stderr while waiting.
+  -E N        lock: exit status when NAME is not obtained within -wait
+              (0..255). Default 4.
   -json       status: print one JSON object instead of text.
+  -pubsub K   lock, unlock: the pub/sub kind of release messages: auto,
+              plain, sharded or both. Default: $LUALOCK_PUBSUB, else
+              auto, which is what Redisson 3.22 and later do: sharded
+              (SPUBLISH/SSUBSCRIBE) on a Redis Cluster, plain
+              (PUBLISH/SUBSCRIBE) otherwise. On a cluster shared with
+              Redisson before 3.22 use plain; with Redisson of both
+              kinds, both. A waiter on the wrong kind hears no release
+              and wakes only at its fallback timer, seconds later.
   -force      unlock: required; delete the lock whoever holds it.
 
 durations are Go durations: 300ms, 1.5s, 2m, 1h.
@@ -105,6 +167,8 @@ environment:
                           that dies without releasing blocks others for up
                           to this long; a short one detects a lost lock
                           sooner but renews more often.
+  LUALOCK_PUBSUB          default for -pubsub: auto, plain, sharded or
+                          both.
   LUALOCK_FAIR_WAIT       -fair: the wait budget of each waiter (at least
                           500ms). Default 5m, as Redisson's fair lock. A
                           waiter that dies while queued holds the queue up
@@ -114,15 +178,22 @@ environment:
                           waiter's deadline.
 
 exit status:
-  0..255  lock: the command's exit status, 128+N if signal N killed it
+  0..255  lock: the command's exit status, 128+N if signal N ended it
   0       status, unlock: success
-  1       error: Redis unreachable or failing, other runtime error
-  2       usage error: bad flags, missing NAME, missing "--" or COMMAND
+  1       error: Redis unreachable, failing, or silent until -wait ran out
+          (whether NAME is held is then unknown); the supervisor killed
+          from outside; other runtime error
+  2       usage error: bad flags, bad or missing NAME, missing "--" or
+          COMMAND
   3       lock: the lock was lost (or -lease ran out) while the command ran
-  4       lock: NAME was not obtained within -wait
-  126     lock: COMMAND could not be started
+  4       lock: NAME was not obtained within -wait (another status with -E)
+  126     lock: COMMAND was found but cannot be run (not executable, a
+          directory, a bad binary)
   127     lock: COMMAND was not found
   128+N   lock: signal N interrupted lualock while it waited for NAME
+lualock's own statuses can collide with the command's (1..4, 126, 127):
+lualock explains its own on stderr, and -E moves "not obtained" out of the
+way.
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -135,6 +206,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
+	case superviseCmd:
+		return runSupervisor(rest)
 	case "lock":
 		return runLock(rest, stdin, stdout, stderr)
 	case "status":

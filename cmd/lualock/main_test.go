@@ -336,7 +336,7 @@ func TestStatusJSON(t *testing.T) {
 	s.rdb.ZAdd(ctx, timeouts, redis.Z{Score: float64(now + 60000), Member: "c2:1"}, redis.Z{Score: float64(now + 120000), Member: "c3:1"})
 	defer s.rdb.Del(ctx, name, queue, timeouts)
 	st := s.status(t, name)
-	if !st.Locked || len(st.Holders) != 1 || st.Holders[0] != (holder{"c1:7", 2}) || *st.LeaseMS <= 15000 || *st.LeaseMS > 20000 {
+	if !st.Locked || len(st.Holders) != 1 || st.Holders[0].Field != "c1:7" || st.Holders[0].Holds != 2 || *st.LeaseMS <= 15000 || *st.LeaseMS > 20000 {
 		t.Errorf("holders/lease: %+v", st)
 	}
 	if len(st.Queue) != 2 || st.Queue[0].ID != "c2:1" || st.Queue[1].ID != "c3:1" ||
@@ -657,10 +657,9 @@ func TestSignalWhileWaiting(t *testing.T) {
 	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
 	waiter := s.start(t, nil, "lock", name, "--", "echo", "ran")
-	// Waiting: subscribed to the lock's release channel.
-	waitFor(t, "waiter subscribed", 10*time.Second, func() bool {
-		n, err := s.rdb.PubSubNumSub(context.Background(), tag("redisson_lock__channel", name)).Result()
-		return err == nil && n[tag("redisson_lock__channel", name)] == 1
+	// Waiting: it says so.
+	waitFor(t, "waiter waiting", 10*time.Second, func() bool {
+		return strings.Contains(waiter.stderr.String(), "lualock: lock "+name+" is held by ")
 	})
 	waiter.signal(t, syscall.SIGTERM)
 	if code := waiter.wait(t, 5*time.Second); code != 128+int(syscall.SIGTERM) {
@@ -804,11 +803,25 @@ func TestUsage(t *testing.T) {
 		{[]string{"status", "a", "b"}, "want one NAME"},
 		{[]string{"unlock", "x"}, "only the holder can release a lock normally"},
 		{[]string{"unlock", "-force", ""}, "unlock: empty NAME"},
+		// Names the locks refuse are refused by every subcommand, status
+		// included, before anything reaches Redis.
+		{[]string{"status", "a{b"}, "status: invalid argument: lock name \"a{b\" has a brace but no hash tag"},
+		{[]string{"status", "-json", "a}b{"}, "has a brace but no hash tag"},
+		{[]string{"status", "{}"}, "has a brace but no hash tag"},
+		{[]string{"status", strings.Repeat("x", 64<<10+1)}, "at most 65536 allowed"},
+		{[]string{"unlock", "-force", "a{b"}, "has a brace but no hash tag"},
+		{[]string{"lock", "a{b", "--", "true"}, "has a brace but no hash tag"},
+		// -addr '' is refused, not taken as $REDIS_URL.
+		{[]string{"status", "-addr", "", "x"}, "empty address"},
+		{[]string{"lock", "-addr", "", "x", "--", "true"}, "empty address"},
+		{[]string{"unlock", "-force", "-addr", " ", "x"}, "empty address"},
+		{[]string{"lock", "-n", "-wait", "1s", "x", "--", "true"}, "-n and -wait 1s disagree"},
+		{[]string{"lock", "-E", "256", "x", "--", "true"}, "-E 256, want 0..255"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
-		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || (tc.args != nil && strings.Count(stderr.String(), "lualock: ") != 1) {
+			t.Errorf("%.200q: exit %d, stderr %.300q; want %d and one line with %q", tc.args, code, stderr.String(), exitUsage, tc.want)
 		}
 		if strings.Contains(stderr.String(), "secret") {
 			t.Errorf("%q: stderr shows the password: %q", tc.args, stderr.String())
@@ -829,8 +842,8 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q", args, code, stdout.String())
 		}
 	}
-	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force",
-		"REDIS_URL", envWatchdog, "exit status", "\n  3 ", "\n  4 ", "128+N"} {
+	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force", "-q", "-n", "-E N",
+		"REDIS_URL", envWatchdog, envName, envHolder, envLease, holderPrefix, "exit status", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  126 ", "\n  127 ", "128+N"} {
 		if !strings.Contains(usageText, want) {
 			t.Errorf("usage text lacks %q", want)
 		}
@@ -840,5 +853,85 @@ func TestHelp(t *testing.T) {
 		if code := run([]string{sub, "-h"}, strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: lualock "+sub) {
 			t.Errorf("%s -h: exit %d, stdout %q", sub, code, stdout.String())
 		}
+	}
+}
+
+// silentServer is a loopback listener that accepts connections and never
+// answers. It is closed when the test ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// -wait bounds everything from lualock's start to the lock, connecting
+// included: against a server that accepts and never answers, -wait 700ms
+// gives up after about 700ms.
+func TestWaitBoundsConnect(t *testing.T) {
+	s := newServer(t)
+	addr := silentServer(t)
+	for _, tc := range []struct {
+		args     []string
+		min, max time.Duration
+	}{
+		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500 * time.Millisecond},
+		{[]string{"-wait", "300ms", "-lease", "5s"}, 300 * time.Millisecond, 1100 * time.Millisecond},
+	} {
+		args := append(append([]string{"lock", "-addr", addr}, tc.args...), "x", "--", "echo", "ran")
+		p, code := s.run(t, nil, args...)
+		t.Logf("%v: exit %d after %v: %s", tc.args, code, p.took, p.stderr.String())
+		if code != exitError || p.stdout.String() != "" || !strings.Contains(p.stderr.String(), "did not answer") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d", tc.args, code, p.stdout.String(), p.stderr.String(), exitError)
+		}
+		if p.took < tc.min || p.took > tc.max {
+			t.Errorf("%v: returned after %v, want %v..%v", tc.args, p.took, tc.min, tc.max)
+		}
+	}
+}
+
+// The README's exit status table and the help's list the same statuses.
+func TestExitTableInREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip(err)
+	}
+	readme := string(b)
+	for _, code := range []string{"0..255", "0", "1", "2", "3", "4", "126", "127", "128+N"} {
+		if !strings.Contains(usageText, "\n  "+code+" ") {
+			t.Errorf("help lacks exit status %s", code)
+		}
+		if !strings.Contains(readme, "\n| "+code+" | ") {
+			t.Errorf("README's table lacks exit status %s", code)
+		}
+	}
+	if strings.Count(readme, "| exit status | meaning |") != 1 {
+		t.Error("README should have one exit status table")
 	}
 }

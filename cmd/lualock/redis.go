@@ -22,8 +22,16 @@ const (
 	envRedisURL    = "REDIS_URL"
 	envWatchdog    = "LUALOCK_WATCHDOG_LEASE"
 	envFairWait    = "LUALOCK_FAIR_WAIT"
-	connectTimeout = 5 * time.Second // first PING
+	envPubSub      = "LUALOCK_PUBSUB"
+	connectTimeout = 5 * time.Second // first answer from Redis, at most
 	releaseTimeout = 5 * time.Second // Unlock on the way out
+
+	// The command's environment.
+	envName   = "LUALOCK_NAME"   // the lock's name
+	envHolder = "LUALOCK_HOLDER" // the owner field C:H of the hold
+	envLease  = "LUALOCK_LEASE"  // the lease: fixed (-lease) or the watchdog's, renewed
+
+	defaultWatchdogLease = 30 * time.Second // lualock.Options' default
 )
 
 // addrFlag is -addr. Its default, $REDIS_URL, is applied by redisOptions
@@ -33,9 +41,15 @@ func addrFlag(fs *flag.FlagSet) *string {
 }
 
 // redisOptions parses -addr: a redis://, rediss:// or unix:// URL, or a
-// plain host:port; "" means $REDIS_URL, else defaultAddr. Errors never
+// plain host:port; without -addr, $REDIS_URL, else defaultAddr. An -addr
+// given empty is refused rather than taken as "the default". Errors never
 // quote the address, which may hold a password.
-func redisOptions(addr string) (*redis.Options, error) {
+func redisOptions(fs *flag.FlagSet, addr string) (*redis.Options, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "addr" })
+	if given && strings.TrimSpace(addr) == "" {
+		return nil, errors.New("empty address (leave -addr out to use $" + envRedisURL + ")")
+	}
 	if addr == "" {
 		if addr = os.Getenv(envRedisURL); addr == "" {
 			addr = defaultAddr
@@ -85,25 +99,37 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quiet{}) }
 
-// connect checks that the server answers, once and without retries so that
-// an address where nothing listens fails at once, then makes the client,
-// which keeps go-redis's default retries. A node of a Redis Cluster (INFO
-// cluster says cluster_enabled:1) gets a cluster client seeded with it, so
-// -addr may name any node of a cluster.
-func connect(ctx context.Context, opts *redis.Options) (redis.UniversalClient, error) {
+// errWaitOver says that -wait ran out while connecting.
+var errWaitOver = errors.New("-wait is over")
+
+// connect asks the server whether it is a cluster node, once and without
+// retries so that an address where nothing listens fails at once, within
+// connectTimeout and, when deadline is set, by then; then it makes the
+// client, which keeps go-redis's default retries. A node of a Redis Cluster
+// (INFO cluster says cluster_enabled:1) gets a cluster client seeded with
+// it, so -addr may name any node of a cluster.
+func connect(ctx context.Context, opts *redis.Options, deadline time.Time) (redis.UniversalClient, error) {
 	p := *opts
 	p.MaxRetries, p.DialerRetries, p.PoolSize, p.ContextTimeoutEnabled = -1, 1, 1, true
 	probe := redis.NewClient(&p)
 	defer probe.Close()
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	limit := time.Now().Add(connectTimeout)
+	if !deadline.IsZero() && deadline.Before(limit) {
+		limit = deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, limit)
 	defer cancel()
-	if err := probe.Ping(ctx).Err(); err != nil {
+	info, err := probe.Info(ctx, "cluster").Result()
+	if err != nil {
+		if limit.Equal(deadline) && !time.Now().Before(deadline) {
+			//lint:ignore ST1005 Redis is a name; the message is a whole line on stderr
+			return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
+		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
 	}
 	// Contexts bound every call, also on a Redis that stops answering.
 	opts.ContextTimeoutEnabled = true
-	info, err := probe.Info(ctx, "cluster").Result()
-	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+	if !strings.Contains(info, "cluster_enabled:1") {
 		return redis.NewClient(opts), nil
 	}
 	if opts.DB != 0 {
@@ -119,9 +145,46 @@ func connect(ctx context.Context, opts *redis.Options) (redis.UniversalClient, e
 	}), nil
 }
 
-// clientOptions reads the lualock.Options from the environment.
-func clientOptions() (lualock.Options, error) {
-	var o lualock.Options
+// pubsubFlag is -pubsub: the kind of pub/sub (lualock.Options.PubSub),
+// default $LUALOCK_PUBSUB, else auto.
+type pubsubFlag struct {
+	mode lualock.PubSubMode
+	set  bool
+}
+
+func newPubsubFlag(fs *flag.FlagSet) *pubsubFlag {
+	p := &pubsubFlag{}
+	fs.Var(p, "pubsub", "pub/sub `kind` for release messages: auto, plain, sharded or both (default $"+envPubSub+", else auto)")
+	return p
+}
+
+func (p *pubsubFlag) String() string {
+	if p == nil || !p.set {
+		return ""
+	}
+	return p.mode.String()
+}
+
+func (p *pubsubFlag) Set(s string) error {
+	if err := p.mode.UnmarshalText([]byte(s)); err != nil {
+		return errors.New("want auto, plain, sharded or both")
+	}
+	p.set = true
+	return nil
+}
+
+// clientOptions reads the lualock.Options from the environment, and the
+// pub/sub kind from ps (-pubsub) when given.
+func clientOptions(ps *pubsubFlag) (lualock.Options, error) {
+	o := lualock.Options{WatchHolds: true} // a force unlock stops the command at once
+	if v := os.Getenv(envPubSub); v != "" {
+		if err := o.PubSub.UnmarshalText([]byte(v)); err != nil {
+			return o, fmt.Errorf("%s=%q: want auto, plain, sharded or both", envPubSub, v)
+		}
+	}
+	if ps != nil && ps.set {
+		o.PubSub = ps.mode
+	}
 	if v := os.Getenv(envWatchdog); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 3*time.Millisecond {

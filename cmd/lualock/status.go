@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
 )
 
 // Key prefixes of a fair lock's queue and of its waiters' deadlines, as
@@ -39,6 +41,10 @@ type lockStatus struct {
 type holder struct {
 	Field string `json:"field"` // owner field C:H: client id and holder id
 	Holds int64  `json:"holds"` // hold count (re-entries)
+	// Lualock says who the holder is when it is a lualock process: host,
+	// pid, command and since when. Absent for other holders (Redisson, the
+	// library).
+	Lualock *holderInfo `json:"lualock,omitempty"`
 }
 
 type waiter struct {
@@ -53,17 +59,21 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "[-addr URL] [-json] NAME", stderr)
 	addr := addrFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	fs.Bool("fair", false, "accepted and unnecessary: status always shows a fair lock's queue")
 	name, code := parseFlags(fs, args, stdout, nil)
 	if code >= 0 {
 		return code
 	}
-	opts, err := redisOptions(*addr)
+	if err := lualock.CheckName(name); err != nil {
+		return usagef(stderr, "status: %v", clean(err))
+	}
+	opts, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "status: bad -addr: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts)
+	rdb, err := connect(ctx, opts, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
@@ -119,6 +129,24 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		st.Holders = append(st.Holders, holder{Field: f, Holds: n})
 	}
 	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Field < st.Holders[j].Field })
+	if len(st.Holders) > 0 {
+		// Who the holders are, when they are lualock processes: a second
+		// read, since the keys depend on the fields.
+		keys := make([]string, len(st.Holders))
+		for i, h := range st.Holders {
+			keys[i] = holderKey(name, h.Field)
+		}
+		infos, err := mget(ctx, rdb, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range infos {
+			var hi holderInfo
+			if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
+				st.Holders[i].Lualock = &hi
+			}
+		}
+	}
 	if typ.Val() == "hash" {
 		st.Locked = true
 		ms := int64(-1) // PTTL -1: no expiry, reported by go-redis as -1ns
@@ -144,6 +172,21 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 	return st, nil
 }
 
+// mget reads string keys of one slot ("" for a missing one).
+func mget(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]string, error) {
+	vals, err := rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(keys))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			out[i] = s
+		}
+	}
+	return out, nil
+}
+
 func printStatus(w io.Writer, st *lockStatus) {
 	switch {
 	case !st.Locked:
@@ -155,6 +198,9 @@ func printStatus(w io.Writer, st *lockStatus) {
 	}
 	for _, h := range st.Holders {
 		fmt.Fprintf(w, "  holder %s  holds %d\n", h.Field, h.Holds)
+		if i := h.Lualock; i != nil {
+			fmt.Fprintf(w, "    lualock pid %d on %s since %s: %s\n", i.PID, i.Host, i.Since, i.Command)
+		}
 	}
 	if len(st.Queue) == 0 {
 		return

@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/lualock/lualock"
 )
 
 func runUnlock(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] NAME", stderr)
+	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] [-pubsub KIND] NAME", stderr)
 	addr := addrFlag(fs)
+	pubsub := newPubsubFlag(fs)
 	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
-	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter")
+	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter (default: when NAME has a queue)")
 	name, code := parseFlags(fs, args, stdout, nil)
 	if code >= 0 {
 		return code
@@ -22,22 +24,37 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return usagef(stderr, "unlock: only the holder can release a lock normally (the holder's \"lualock lock\" releases it when its command exits); "+
 			"pass -force to delete lock %s whoever holds it", name)
 	}
-	opts, err := redisOptions(*addr)
+	if err := lualock.CheckName(name); err != nil {
+		return usagef(stderr, "unlock: %v", clean(err))
+	}
+	opts, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
+	copts, err := clientOptions(pubsub)
+	if err != nil {
+		return usagef(stderr, "unlock: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts)
+	rdb, err := connect(ctx, opts, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
 	defer rdb.Close()
-	client, err := lualock.New(rdb, lualock.Options{})
+	client, err := lualock.New(rdb, copts)
 	if err != nil {
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
 	defer client.Close()
+	if !*fair {
+		// A fair lock has a queue: wake its head as the fair release does.
+		n, err := rdb.Exists(ctx, tag(queuePrefix, name)).Result()
+		if err != nil {
+			return errorf(stderr, exitError, "%v", err)
+		}
+		*fair = n == 1
+	}
 	lock := newLock(client, name, *fair)
 	deleted, err := lock.ForceUnlock(ctx)
 	switch {

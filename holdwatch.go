@@ -1,0 +1,159 @@
+package lualock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// A held lock listens on its lock's channel when Options.WatchHolds is set
+// (the lualock command sets it): a force release publishes there (Redisson's
+// forceUnlock of an RLock, and this package's ForceUnlock of either kind),
+// and the holder checks its own hold at once (one HEXISTS), instead of at
+// its next renewal. The channel is subscribed through the client's shared
+// pub/sub connection, as waiters subscribe it; a message wakes one waiter of
+// the channel, as before, and reaches every watcher. A resubscription after
+// a reconnect makes every watcher check too, since a message may have been
+// lost meanwhile. The renewal stays the fallback: a lost message, or a
+// force release that publishes nowhere a holder listens (Redisson's
+// forceUnlock of a fair lock publishes only to the head of its queue, and
+// nothing when nobody waits), is noticed at the next renewal, as without
+// the option.
+
+// watched is a hold watcher's channel on one subscriber.
+type watched struct {
+	s  *subscriber
+	cs *chanSub
+}
+
+// holdWatcher is one held lock's interest in its channel.
+type holdWatcher struct {
+	l   *Lock
+	gen uint64
+	on  []watched // the channel on each subscriber of the client (two with PubSubBoth)
+
+	mu       sync.Mutex
+	checking bool // a check runs
+	again    bool // a message came during the check: check again
+	stopped  bool
+}
+
+// watchHold makes hold gen of l listen on its channel, on every kind of
+// pub/sub the client listens to, until unwatch. l.mu is held.
+func (l *Lock) watchHold(gen uint64) {
+	if !l.c.cfg.WatchHolds || l.watcher != nil {
+		return
+	}
+	w := &holdWatcher{l: l, gen: gen}
+	for _, s := range l.c.subs {
+		if cs := s.watch(l.channel, w); cs != nil {
+			w.on = append(w.on, watched{s, cs})
+		}
+	}
+	l.watcher = w
+}
+
+// watch adds w to the watchers of channel, subscribing it if it is new. It
+// returns nil once the subscriber is closed.
+func (s *subscriber) watch(channel string, w *holdWatcher) *chanSub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	cs := s.chans[channel]
+	if cs != nil && cs.linger != nil {
+		cs.linger.Stop()
+		cs.linger = nil
+	}
+	if cs == nil {
+		cs = s.add(channel)
+	}
+	cs.watchers = append(cs.watchers, w)
+	return cs
+}
+
+// unwatchHold ends the current hold's listening. l.mu is held.
+func (l *Lock) unwatchHold() {
+	w := l.watcher
+	if w == nil {
+		return
+	}
+	l.watcher = nil
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	for _, o := range w.on {
+		o.s.unwatch(o.cs, w)
+	}
+	w.on = nil
+}
+
+// unwatch removes w from the watchers of cs, and lets a channel left with
+// neither waiters nor watchers linger, then go.
+func (s *subscriber) unwatch(cs *chanSub, w *holdWatcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs.watchers = slices.DeleteFunc(cs.watchers, func(x *holdWatcher) bool { return x == w })
+	if s.closed || s.chans[cs.name] != cs || len(cs.waiters) > 0 || len(cs.watchers) > 0 {
+		return
+	}
+	s.idle(cs, true) // linger: the handle may lock again soon
+}
+
+// notifyWatchers has every watcher check its hold. The subscriber's mu is
+// held: the checks run in goroutines of the client.
+func notifyWatchers(ws []*holdWatcher) {
+	for _, w := range ws {
+		w.notify()
+	}
+}
+
+func (w *holdWatcher) notify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if w.checking {
+		w.again = true
+		return
+	}
+	w.checking = true
+	w.l.c.background(w.run)
+}
+
+// run checks the hold until no message came during the last check.
+func (w *holdWatcher) run() {
+	for {
+		w.check()
+		w.mu.Lock()
+		if !w.again || w.stopped {
+			w.checking = false
+			w.mu.Unlock()
+			return
+		}
+		w.again = false
+		w.mu.Unlock()
+	}
+}
+
+// check asks Redis whether the hold's field is still in the lock, and ends
+// the hold as lost when it is not. A failed check changes nothing: the
+// renewal decides.
+func (w *holdWatcher) check() {
+	l := w.l
+	// Under the watchdog's context, which Close cancels.
+	ctx, cancel := context.WithTimeout(l.c.wd.ctx, undoTimeout)
+	defer cancel()
+	held, err := l.c.rdb.HExists(ctx, l.name, l.field).Result()
+	if err != nil || held {
+		return
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	l.endHold(w.gen, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost), true)
+}

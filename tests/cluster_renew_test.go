@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// TestLock_Context_clusterMasterDies: on a private 3-master cluster, watchdog
+// holds on the slots of every master; one master is killed (SIGKILL, by
+// pid). The holds it served are reported lost within their lease; the
+// holds on the other two masters are never reported lost over several
+// leases, and their renewals go on (their PTTL in Redis stays above two
+// thirds of the lease).
+func TestLock_Context_clusterMasterDies(t *testing.T) {
+	cl := harness.StartCluster(t)
+	cc := cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := t.Context()
+	const lease = 900 * time.Millisecond
+	c := lkNew(t, cc, lualock.Options{WatchdogLease: lease})
+	nodes := cl.Nodes()
+	dead := nodes[0]
+
+	// Two locks per master, a reentrant and a fair one.
+	type hold struct {
+		l    *lualock.Lock
+		name string
+		node string
+	}
+	var holds []hold
+	per := map[string]int{}
+	for i := 0; len(holds) < 2*len(nodes) && i < 10000; i++ {
+		name := fmt.Sprintf("%s_%d", uniqueName(t), i)
+		m, err := cc.MasterForKey(ctx, name)
+		if err != nil {
+			t.Fatalf("MasterForKey: %v", err)
+		}
+		addr := m.Options().Addr
+		if per[addr] >= 2 {
+			continue
+		}
+		l := c.NewLock(name)
+		if per[addr] == 1 {
+			l = c.NewFairLock(name)
+		}
+		per[addr]++
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("Lock %s: %v", name, err)
+		}
+		holds = append(holds, hold{l, name, addr})
+	}
+	if len(holds) != 2*len(nodes) {
+		t.Fatalf("found locks on %d masters only: %v", len(per), per)
+	}
+	time.Sleep(lease / 2) // a renewal round or so with every master up
+
+	killed := time.Now()
+	dead.Kill()
+	lostAt := map[string]time.Duration{}
+	end := killed.Add(4 * lease)
+	for time.Now().Before(end) {
+		for _, h := range holds {
+			if _, seen := lostAt[h.name]; seen {
+				continue
+			}
+			select {
+			case <-h.l.Done():
+				lostAt[h.name] = time.Since(killed)
+				if h.node != dead.Addr() {
+					t.Errorf("hold on live master %s reported lost %v after the kill: %v",
+						h.node, lostAt[h.name], context.Cause(h.l.Context()))
+				}
+			default:
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, h := range holds {
+		if h.node != dead.Addr() {
+			pttl, err := cc.PTTL(ctx, h.name).Result()
+			if err != nil {
+				t.Errorf("PTTL %s: %v", h.name, err)
+			} else if pttl < 2*lease/3-100*time.Millisecond {
+				t.Errorf("PTTL of %s on live master %s = %v after %v: renewals stopped", h.name, h.node, pttl, 4*lease)
+			}
+			if err := h.l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock of %s on a live master: %v", h.name, err)
+			}
+			continue
+		}
+		at, ok := lostAt[h.name]
+		switch {
+		case !ok:
+			t.Errorf("hold on the dead master was never reported lost")
+		case at > lease+100*time.Millisecond:
+			t.Errorf("hold on the dead master reported lost %v after the kill, want within the lease (%v) + 100ms", at, lease)
+		default:
+			t.Logf("hold on the dead master reported lost %v after the kill", at)
+		}
+		if cause := context.Cause(h.l.Context()); !errors.Is(cause, lualock.ErrLockLost) {
+			t.Errorf("cause of the dead master's hold = %v, want ErrLockLost", cause)
+		}
+		if err := h.l.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
+			t.Errorf("Unlock of the dead master's hold = %v, want ErrLockLost", err)
+		}
+	}
+}

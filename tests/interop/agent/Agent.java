@@ -1,0 +1,201 @@
+// Agent drives the real Redisson client for lualock's interop tests.
+//
+// It is started by the Go test (tests/interop) with
+//
+//     java -cp REDISSON_JAR:DEPS:CLASSES Agent single|cluster WATCHDOG_MS ADDR...
+//
+// where ADDR is redis://127.0.0.1:PORT (one for single, the cluster's nodes
+// for cluster) and WATCHDOG_MS is Redisson's lockWatchdogTimeout. It prints
+// "ready" once connected, then reads one command per line on stdin:
+//
+//     ID OWNER OP ARG...
+//
+// and answers each on stdout, in the order they finish, with
+//
+//     ID ok VALUE T0 T1       (T0, T1: epoch microseconds before and after the call)
+//     ID err MESSAGE
+//
+// Redisson's lock owner is the thread, so every OWNER is one thread of its
+// own: the commands of one owner run in order on it, and a blocked lock()
+// of one owner never holds up another. KIND is r (RLock, the reentrant
+// lock) or f (RFairLock). Ops:
+//
+//     lock NAME KIND LEASE_MS            lock(); LEASE_MS -1: the watchdog
+//     trylock NAME KIND WAIT_MS LEASE_MS tryLock(); VALUE true|false
+//     unlock NAME KIND                   unlock()
+//     force NAME KIND                    forceUnlock(); VALUE true|false
+//     count NAME KIND                    getHoldCount()
+//     held NAME KIND                     isHeldByCurrentThread()
+//     loop NAME KIND N INSIDE COUNTER HOLD_US
+//         N times: lock(); INCR INSIDE (an overlap when it is not 1);
+//         GET COUNTER, pause HOLD_US, SET COUNTER +1; DECR INSIDE; unlock().
+//         VALUE: the overlaps seen.
+//     push NAME KIND LIST LABEL HOLD_MS  lock(); RPUSH LIST LABEL; pause; unlock()
+//
+// "quit" (no id) ends it. The agent is the project's own test tool: it
+// calls only Redisson's public API.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.temporal.ChronoUnit;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+public final class Agent {
+    private static final PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+    private static RedissonClient redisson;
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 3) {
+            System.err.println("usage: Agent single|cluster WATCHDOG_MS ADDR...");
+            System.exit(2);
+        }
+        Config cfg = new Config();
+        cfg.setCodec(new StringCodec());
+        cfg.setLockWatchdogTimeout(Long.parseLong(args[1]));
+        String[] addrs = Arrays.copyOfRange(args, 2, args.length);
+        if (args[0].equals("cluster")) {
+            cfg.useClusterServers().addNodeAddress(addrs);
+        } else {
+            cfg.useSingleServer().setAddress(addrs[0]);
+        }
+        redisson = Redisson.create(cfg);
+        say("ready");
+
+        Map<String, ExecutorService> owners = new HashMap<>();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            if (line.equals("quit")) {
+                break;
+            }
+            String[] f = line.split(" ");
+            if (f.length < 3) {
+                say(f[0] + " err bad command line: " + line);
+                continue;
+            }
+            String id = f[0];
+            ExecutorService owner = owners.computeIfAbsent(f[1], k -> Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "owner-" + k);
+                t.setDaemon(true);
+                return t;
+            }));
+            owner.execute(() -> run(id, Arrays.copyOfRange(f, 2, f.length)));
+        }
+        for (ExecutorService e : owners.values()) {
+            e.shutdownNow();
+        }
+        redisson.shutdown();
+        System.exit(0);
+    }
+
+    private static synchronized void say(String s) {
+        out.println(s);
+        out.flush();
+    }
+
+    private static long micros() {
+        return ChronoUnit.MICROS.between(Instant.EPOCH, Instant.now());
+    }
+
+    private static RLock lock(String name, String kind) {
+        return kind.equals("f") ? redisson.getFairLock(name) : redisson.getLock(name);
+    }
+
+    private static void run(String id, String[] a) {
+        long t0 = micros();
+        try {
+            String v = op(a);
+            say(id + " ok " + v + " " + t0 + " " + micros());
+        } catch (Throwable e) {
+            String msg = String.valueOf(e).replace('\n', ' ');
+            say(id + " err " + msg);
+        }
+    }
+
+    private static String op(String[] a) throws Exception {
+        RLock l = lock(a[1], a[2]);
+        switch (a[0]) {
+            case "lock": {
+                long lease = Long.parseLong(a[3]);
+                if (lease < 0) {
+                    l.lock();
+                } else {
+                    l.lock(lease, TimeUnit.MILLISECONDS);
+                }
+                return "true";
+            }
+            case "trylock": {
+                long wait = Long.parseLong(a[3]);
+                long lease = Long.parseLong(a[4]);
+                return String.valueOf(l.tryLock(wait, lease, TimeUnit.MILLISECONDS));
+            }
+            case "unlock":
+                l.unlock();
+                return "true";
+            case "force":
+                return String.valueOf(l.forceUnlock());
+            case "count":
+                return String.valueOf(l.getHoldCount());
+            case "held":
+                return String.valueOf(l.isHeldByCurrentThread());
+            case "loop": {
+                int n = Integer.parseInt(a[3]);
+                RAtomicLong inside = redisson.getAtomicLong(a[4]);
+                RBucket<String> counter = redisson.getBucket(a[5], StringCodec.INSTANCE);
+                long holdNanos = Long.parseLong(a[6]) * 1000;
+                int overlaps = 0;
+                for (int i = 0; i < n; i++) {
+                    l.lock();
+                    try {
+                        if (inside.incrementAndGet() != 1) {
+                            overlaps++;
+                        }
+                        String c = counter.get();
+                        long next = (c == null ? 0 : Long.parseLong(c)) + 1;
+                        if (holdNanos > 0) {
+                            LockSupport.parkNanos(holdNanos);
+                        }
+                        counter.set(String.valueOf(next));
+                        inside.decrementAndGet();
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                return String.valueOf(overlaps);
+            }
+            case "push": {
+                l.lock();
+                try {
+                    redisson.getList(a[3], StringCodec.INSTANCE).add(a[4]);
+                    Thread.sleep(Long.parseLong(a[5]));
+                } finally {
+                    l.unlock();
+                }
+                return "true";
+            }
+            default:
+                throw new IllegalArgumentException("unknown op " + a[0]);
+        }
+    }
+}

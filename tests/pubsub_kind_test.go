@@ -1,0 +1,327 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+)
+
+// The pub/sub kind (Options.PubSub) against a foreign client that publishes
+// as Redisson does: Redisson 3.22 and later SPUBLISH on a Redis 7 cluster,
+// every other case PUBLISH. These tests are issue 10's reproduction without
+// Java: a foreign holder (HSET N <uuid>:1 1, PEXPIRE N 30000), a lualock
+// waiter, then a script that deletes N and publishes "0" on the release
+// channel with the kind under test. A waiter that listens on that kind must
+// wake within pkWake; one that does not hears nothing and sleeps on its
+// fallback timer (pkTimer here).
+
+const (
+	pkWake  = time.Second      // a heard release: milliseconds, bounded far below the timer
+	pkTimer = 10 * time.Second // the waiters' fallback timer (Options.MaxWaitTimer)
+	pkDeaf  = 500 * time.Millisecond
+)
+
+// pkForeignRelease deletes the lock and publishes "0" on channel with cmd,
+// in one script, as Redisson's unlock does.
+var pkForeignRelease = redis.NewScript(`redis.call('del', KEYS[1]); return redis.call(ARGV[1], KEYS[2], '0')`)
+
+// pkHears reports which release kinds a waiter with mode hears on the
+// backend: PUBLISH and/or SPUBLISH.
+func pkHears(mode lualock.PubSubMode, cluster bool) (plain, sharded bool) {
+	switch mode {
+	case lualock.PubSubPlain:
+		return true, false
+	case lualock.PubSubSharded:
+		return false, true
+	case lualock.PubSubBoth:
+		return true, true
+	default: // auto: what Redisson 3.22+ does
+		return !cluster, cluster
+	}
+}
+
+// pkNumSub returns the number of plain and of sharded subscribers of
+// channel, summed over the masters of a cluster.
+func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, sharded int64) {
+	t.Helper()
+	ctx := context.Background()
+	count := func(c redis.UniversalClient) (int64, int64, error) {
+		p, err := c.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		s, err := c.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		return p[channel], s[channel], nil
+	}
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		p, s, err := count(rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, s
+	}
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		p, s, err := count(c)
+		mu.Lock()
+		plain += p
+		sharded += s
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, sharded
+}
+
+// TestClient_PubSub_foreignRelease: on standalone Redis and the cluster, for
+// every mode, the reentrant and the fair lock, a waiter wakes within pkWake
+// of a foreign release published on a kind it listens to, and does not wake
+// (it sleeps on its timer) for a kind it does not. With the default (auto)
+// on the cluster, an SPUBLISH release (Redisson 3.22+) wakes it: before
+// Options.PubSub, lualock listened with SUBSCRIBE there and slept.
+func TestClient_PubSub_foreignRelease(t *testing.T) {
+	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
+	for _, b := range backends() {
+		if b.mini != nil || b.name == "miniredis" {
+			continue // no SPUBLISH in miniredis
+		}
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.new(t)
+			var lat []time.Duration
+			for _, mode := range modes {
+				c := lkNew(t, rdb, lualock.Options{PubSub: mode, MaxWaitTimer: pkTimer, SubscriptionLinger: -1})
+				hearsPlain, hearsSharded := pkHears(mode, b.cluster)
+				for _, fair := range []bool{false, true} {
+					for _, cmd := range []string{"publish", "spublish"} {
+						hears := hearsPlain
+						if cmd == "spublish" {
+							hears = hearsSharded
+						}
+						name := fmt.Sprintf("%s-%v-%v-%s", uniqueName(t), mode, fair, cmd)
+						d, woke := pkWait(t, rdb, c, name, fair, cmd, mode)
+						switch {
+						case hears && !woke:
+							t.Errorf("mode %v, fair=%v: a %s release did not wake the waiter within %v", mode, fair, cmd, pkWake)
+						case hears:
+							lat = append(lat, d)
+						case woke:
+							t.Errorf("mode %v, fair=%v: a %s release woke the waiter after %v, but this mode does not listen to it", mode, fair, cmd, d)
+						}
+					}
+				}
+			}
+			t.Logf("wake-up after a foreign release, %d heard releases: max %v", len(lat), maxDur(lat))
+		})
+	}
+}
+
+// pkWait makes a foreign holder of name, a waiter of client c, and a
+// foreign release with cmd; it returns how long after the release the
+// waiter got the lock and whether it did within pkWake (pkDeaf for a kind
+// mode does not listen to). It cleans the lock up either way.
+func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name string, fair bool, cmd string, mode lualock.PubSubMode) (time.Duration, bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, name, "6b8f1e52-0000-4000-8000-000000000001:1", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, name, 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := c.NewLock(name)
+	if fair {
+		l = c.NewFairLock(name)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- l.Lock(wctx) }()
+
+	channel := "redisson_lock__channel:{" + name + "}"
+	if fair {
+		// The fair waiter listens on its own channel, channel:field; the
+		// field is the head of the queue.
+		queue := "redisson_lock_queue:{" + name + "}"
+		waitFor(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 })
+		channel += ":" + rdb.LIndex(ctx, queue, 0).Val()
+	}
+	wantPlain, wantSharded := pkHears(mode, rdbIsCluster(rdb))
+	waitFor(t, func() bool {
+		p, s := pkNumSub(t, rdb, channel)
+		return (p > 0) == wantPlain && (s > 0) == wantSharded
+	})
+	hears := wantPlain
+	if cmd == "spublish" {
+		hears = wantSharded
+	}
+	limit := pkWake
+	if !hears {
+		limit = pkDeaf
+	}
+	start := time.Now()
+	if err := pkForeignRelease.Run(ctx, rdb, []string{name, channel}, cmd).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tm := time.NewTimer(limit)
+	defer tm.Stop()
+	var d time.Duration
+	woke := false
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		d, woke = time.Since(start), true
+	case <-tm.C:
+		cancel()
+		if err := <-got; err == nil {
+			woke = true // won the race with the cancellation
+			d = time.Since(start)
+		}
+	}
+	if woke {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		woke = d <= limit
+	}
+	return d, woke
+}
+
+func rdbIsCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
+
+// TestClient_PubSub_publishes: a lualock release (Unlock and ForceUnlock)
+// publishes on the kinds its mode says, which raw SUBSCRIBE and SSUBSCRIBE
+// connections observe: auto as Redisson 3.22+ on the topology, both on both.
+func TestClient_PubSub_publishes(t *testing.T) {
+	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
+	for _, b := range backends() {
+		if b.name == "miniredis" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.new(t)
+			ctx := context.Background()
+			for _, mode := range modes {
+				c := lkNew(t, rdb, lualock.Options{PubSub: mode})
+				for _, force := range []bool{false, true} {
+					name := fmt.Sprintf("%s-%v-%v", uniqueName(t), mode, force)
+					channel := "redisson_lock__channel:{" + name + "}"
+					plain := rdb.Subscribe(ctx, channel)
+					sharded := rdb.SSubscribe(ctx, channel)
+					for _, ps := range []*redis.PubSub{plain, sharded} {
+						if _, err := ps.Receive(ctx); err != nil { // the confirmation
+							t.Fatal(err)
+						}
+					}
+					l := c.NewLock(name)
+					if err := l.Lock(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if force {
+						if ok, err := c.NewLock(name).ForceUnlock(ctx); err != nil || !ok {
+							t.Fatalf("ForceUnlock = %v, %v", ok, err)
+						}
+					} else if err := l.Unlock(ctx); err != nil {
+						t.Fatal(err)
+					}
+					wantPlain, wantSharded := pkHears(mode, b.cluster)
+					for _, k := range []struct {
+						ps   *redis.PubSub
+						want bool
+						kind string
+					}{{plain, wantPlain, "PUBLISH"}, {sharded, wantSharded, "SPUBLISH"}} {
+						limit := 2 * time.Second
+						if !k.want {
+							limit = 200 * time.Millisecond
+						}
+						rctx, cancel := context.WithTimeout(ctx, limit)
+						m, err := k.ps.ReceiveMessage(rctx)
+						cancel()
+						switch {
+						case k.want && err != nil:
+							t.Errorf("mode %v force=%v: no %s message: %v", mode, force, k.kind, err)
+						case k.want && m.Payload != "0":
+							t.Errorf("mode %v force=%v: %s message %q, want \"0\"", mode, force, k.kind, m.Payload)
+						case !k.want && err == nil:
+							t.Errorf("mode %v force=%v: unexpected %s message %q", mode, force, k.kind, m.Payload)
+						}
+						_ = k.ps.Close()
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestClient_PubSub_autoClusterSlots: a ClusterClient with its own
+// ClusterSlots (as redis.NewFailoverClusterClient makes for a
+// sentinel-managed Redis, where Redisson uses plain pub/sub) is not taken
+// for a Redis Cluster: the default publishes with PUBLISH, not SPUBLISH.
+func TestClient_PubSub_autoClusterSlots(t *testing.T) {
+	for _, b := range backends() {
+		if b.name != "standalone" {
+			continue
+		}
+		plainRdb := b.new(t)
+		addr := plainRdb.(*redis.Client).Options().Addr
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+				return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: addr}}}}, nil
+			},
+		})
+		t.Cleanup(func() { _ = rdb.Close() })
+		ctx := context.Background()
+		c := lkNew(t, rdb, lualock.Options{})
+		name := uniqueName(t)
+		plain := plainRdb.Subscribe(ctx, "redisson_lock__channel:{"+name+"}")
+		defer plain.Close()
+		sharded := plainRdb.SSubscribe(ctx, "redisson_lock__channel:{"+name+"}")
+		defer sharded.Close()
+		for _, ps := range []*redis.PubSub{plain, sharded} {
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := c.NewLock(name)
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := plain.ReceiveMessage(rctx); err != nil {
+			t.Errorf("no PUBLISH from the default on a ClusterSlots client: %v", err)
+		}
+		cancel()
+		rctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+		if m, err := sharded.ReceiveMessage(rctx); err == nil {
+			t.Errorf("SPUBLISH %q from the default on a ClusterSlots client, want PUBLISH only", m.Payload)
+		}
+		cancel()
+	}
+}
