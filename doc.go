@@ -62,6 +62,15 @@
 // another owner in; a holder process paused or starved of CPU for longer
 // than the margin signals late (see below).
 //
+// # Logs and metrics
+//
+// Options.Logger (a *slog.Logger) reports renewal failures, lost locks,
+// pub/sub reconnects and waits that gave up, with the lock's name and owner.
+// Options.Observer receives acquisitions, the end of each hold and each
+// renewal, for metrics; the module
+// github.com/lualock/lualock/extra/lualockotel records them with
+// OpenTelemetry. Both cost nothing when unset.
+//
 // # What a Redis lock cannot promise
 //
 // Mutual exclusion holds while one primary serves the lock's keys and each

@@ -66,6 +66,7 @@ type Lock struct {
 	holds     int             // hold count this handle has in Redis
 	gen       uint64          // counts holds from first lock to last unlock
 	lease     time.Duration   // lease of the current hold
+	since     time.Time       // when the current hold's first acquisition began
 	watched   bool            // the watchdog renews the hold
 	lost      error           // why the hold was lost, until its holds are unlocked
 	ended     error           // why the last hold ended, for a Context asked for afterwards
@@ -186,7 +187,12 @@ func (l *Lock) usable(ctx context.Context) error {
 
 // acquire takes the lock, waiting up to wait (forever when negative), with
 // a fixed lease or, when lease is 0, the watchdog.
-func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
+func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) (err error) {
+	handoff := false // obtained after waiting for another holder
+	if l.c.cfg.Observer.Acquire != nil || l.c.cfg.Logger != nil {
+		start := time.Now()
+		defer func() { l.acquired(ctx, start, wait, handoff, err) }()
+	}
 	if err := l.usable(ctx); err != nil {
 		return err
 	}
@@ -242,6 +248,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
 		answered = answered || err == nil
 		if acquired {
 			w.acquired, w.leaseSet = true, cmp.Or(lease, l.c.cfg.WatchdogLease)
+			handoff = w.sub != nil
 			return nil
 		}
 		if err != nil {
@@ -400,7 +407,7 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	start := time.Now()
 	wait, err := l.runAcquire(ctx, set, want, w)
 	if err != nil && redis.HasErrorPrefix(err, "LOST") {
-		l.endHold(l.generation(), fmt.Errorf("%w: a re-entry found the earlier holds gone (expired or deleted)", ErrLockLost), true)
+		l.endHold(l.generation(), fmt.Errorf("%w: %w", ErrLockLost, errLostOnReentry), true)
 		return false, 0, l.lostCause()
 	}
 	if err != nil {
@@ -494,6 +501,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	l.holds, l.gen = want, gen
 	if want == 1 {
 		l.ctx, l.cancel, l.ended, l.unlockReq = nil, nil, nil, ""
+		l.since = start
 		l.watchHold(gen)
 	}
 	if lease == 0 {
@@ -600,6 +608,7 @@ func (l *Lock) endContext(cause error) {
 	if l.cancel != nil {
 		l.cancel(cause)
 	}
+	l.holdEnded(cause)
 }
 
 // Unlock releases one hold. The lock is free for others when the last hold
@@ -743,7 +752,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
 		// remaining hold's Unlock reports the loss too.
-		cause := fmt.Errorf("%w: the lock was gone at unlock (deleted or wiped)", ErrLockLost)
+		cause := fmt.Errorf("%w: %w", ErrLockLost, errLostAtUnlock)
 		if l.holds--; l.holds > 0 {
 			l.lost = cause
 		}

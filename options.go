@@ -2,6 +2,7 @@ package lualock
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -128,6 +129,20 @@ type Options struct {
 	// UUID v4. Set it only to recognise a process's holds from outside; two
 	// live clients must never share one.
 	ClientID string
+
+	// Logger, when set, receives what happens away from the caller's
+	// calls: renewal failures and lost locks (Warn), pub/sub reconnects and
+	// holds that Close stopped renewing (Info), and acquisitions that gave
+	// up (Info when their wait ran out, Warn when Redis did not answer),
+	// each with the lock's name and owner field. Nothing is logged on the
+	// way of a lock or unlock that succeeds. Default nil: silent.
+	Logger *slog.Logger
+
+	// Observer receives the client's events (acquisitions, holds that end,
+	// renewals) for metrics and traces; see Observer and the module
+	// github.com/lualock/lualock/extra/lualockotel. Default: no funcs, no
+	// cost.
+	Observer Observer
 }
 
 type config struct {

@@ -515,6 +515,7 @@ func (s *subscriber) confirmed(conn *psConn, channel string) {
 		return
 	}
 	// Subscribed again after a reconnect: a release may have gone unheard.
+	s.resubscribed(channel, len(cs.waiters))
 	for _, w := range cs.waiters {
 		w.signal()
 	}

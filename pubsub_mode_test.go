@@ -50,7 +50,6 @@ func TestOptions_New_shardedPubSubAlias(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New sends nothing
 	defer rdb.Close()
 	for _, mode := range []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubSharded, lualock.PubSubPlain, lualock.PubSubBoth} {
-		//lint:ignore SA1019 the deprecated alias is what this tests
 		c, err := lualock.New(rdb, lualock.Options{ShardedPubSub: true, PubSub: mode})
 		ok := mode == lualock.PubSubAuto || mode == lualock.PubSubSharded
 		switch {

@@ -264,7 +264,7 @@ func (w *watchdog) expire() {
 	}
 	w.mu.Unlock()
 	for _, g := range lost {
-		g.l.expired(g.gen, fmt.Errorf("%w: renewals failed for a whole lease", ErrLockLost))
+		g.l.expired(g.gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
 	}
 }
 
@@ -365,15 +365,17 @@ func (w *watchdog) renewGroup(g nodeGroup) bool {
 			loader = g.node // only the node that lost its scripts
 		}
 		if err = generated.LockRenewScript.Load(ctx, loader); err == nil {
-			err = w.send(ctx, g.batches)
+			_ = w.send(ctx, g.batches) // each batch's result is read from its cmd below
 		}
 	}
+	took := time.Since(start)
 	ok := true
 	for _, b := range g.batches {
 		res, err := generated.LockRenewResult(b.cmd)
 		if err == nil && len(res) != len(b.locks) {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
 		}
+		w.renewCalled(b, took, err)
 		if err != nil {
 			ok = false // the holds wait for the next try; expire ends those whose lease ran out
 			continue
@@ -462,6 +464,6 @@ func (w *watchdog) renewed(b *batch, res []int64, at time.Time) {
 	}
 	w.mu.Unlock()
 	for _, i := range lost {
-		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: the renewal found it gone (expired, deleted or wiped)", ErrLockLost), true)
+		b.locks[i].endHold(b.gens[i], fmt.Errorf("%w: %w", ErrLockLost, errLostGone), true)
 	}
 }

@@ -257,11 +257,10 @@ func (i *redislockInst) calls() int64              { return i.n.Load() }
 func (i *redislockInst) close()                    { _ = i.rdb.Close() }
 
 type redislockMutex struct {
-	i       *redislockInst
-	key     string
-	lk      *redislock.Lock
-	renewed atomic.Bool
-	failed  atomic.Bool
+	i      *redislockInst
+	key    string
+	lk     *redislock.Lock
+	failed atomic.Bool
 }
 
 func (m *redislockMutex) lock(ctx context.Context) error {

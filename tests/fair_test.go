@@ -426,12 +426,13 @@ func TestFairLock_TryLockLease_leaseExpiryOrder(t *testing.T) {
 // deadline, and miniredis runs that Lua (gopher-lua, under -race) so slowly
 // that 500 waiters take 10-20s and its replies can pass go-redis's 3s read
 // timeout.
+// -short: 100 goroutines (miniredis: 50).
 func TestFairLock_LockLease_manyWaiters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		const hold = 2 * time.Millisecond
-		n := 500
+		n := scale(500, 100)
 		if b.name == "miniredis" {
-			n = 200
+			n = scale(200, 50)
 		}
 		name := uniqueName(t)
 		c := ftClient(t, rdb, lualock.Options{})

@@ -13,6 +13,7 @@
 //	list      print each script's name, file, SHA1, keys, args, return and flags
 //	load      SCRIPT LOAD every script into Redis and verify its SHA1
 //	help      print the usage
+//	version   print the version luagen was built from (also --version)
 //
 // Every command takes these flags:
 //

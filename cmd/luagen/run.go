@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/internal/version"
 )
 
 const usage = `usage: luagen [command] [flags]
@@ -76,6 +77,10 @@ type cli struct {
 // run runs luagen with the arguments that follow the program name and
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && version.IsFlag(args[0]) {
+		fmt.Fprintln(stdout, version.String("luagen"))
+		return 0
+	}
 	c := &cli{stdout: stdout, stderr: stderr}
 	o, code := c.parse(args)
 	if o == nil {

@@ -10,6 +10,7 @@
 //	lualock status [-addr URL] [-json] NAME
 //	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
 //	lualock help
+//	lualock --version
 //
 // See usageText below (or `lualock help`) for the flags, the environment
 // and the exit codes.
@@ -22,6 +23,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/lualock/lualock/internal/version"
 )
 
 // Exit codes of lualock itself. lock otherwise exits with the command's
@@ -43,6 +46,7 @@ const usageText = `usage:
   lualock status [-addr URL] [-json] NAME
   lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
   lualock help
+  lualock --version
 
 lualock takes the Redis lock NAME (a Redisson-compatible RLock or, with
 -fair, RFairLock), runs COMMAND while holding it and releases it when the
@@ -112,6 +116,8 @@ subcommands:
            Only the holder can release a lock normally: for a lock taken by
            "lualock lock", that happens when its command exits.
   help     print this text.
+  version  print the module version and VCS revision lualock was built
+           from (also --version).
 
 A NAME that lock refuses (empty, over 64 KiB, a brace without a hash tag
 such as a{b) is refused by every subcommand, exit 2, before anything is
@@ -210,6 +216,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runUnlock(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.String("lualock"))
 		return exitOK
 	default:
 		return usagef(stderr, "unknown subcommand %q (want lock, status, unlock or help)", sub)

@@ -122,6 +122,7 @@ func connect(ctx context.Context, opts *redis.Options, deadline time.Time) (redi
 	info, err := probe.Info(ctx, "cluster").Result()
 	if err != nil {
 		if limit.Equal(deadline) && !time.Now().Before(deadline) {
+			//lint:ignore ST1005 Redis is a name; the message is a whole line on stderr
 			return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
 		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)

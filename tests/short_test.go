@@ -1,0 +1,14 @@
+package tests
+
+import "testing"
+
+// scale returns full, or short when the tests run with -short (make
+// test-short): the scale tests keep their shape (workers, clients, names,
+// every backend, every check) with fewer rounds, for a quick loop during
+// development. CI runs make test: the full sizes the issues ask for.
+func scale(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
