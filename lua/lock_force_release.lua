@@ -24,16 +24,7 @@ end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
 end
--- Sends the release message "0" on ch as Redisson's clients of each kind
--- listen for it: PUBLISH, SPUBLISH (sharded) or both.
-local function notify(ch)
-  if publish ~= 'spublish' then
-    redis.call('publish', ch, 0)
-  end
-  if publish ~= 'publish' then
-    redis.call('spublish', ch, 0)
-  end
-end
+-- @include "include/notify.lua"
 
 local replay = redis.call('get', latch)
 if replay then

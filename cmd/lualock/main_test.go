@@ -916,9 +916,9 @@ func TestWaitBoundsConnect(t *testing.T) {
 	}
 }
 
-// The exit status table of docs/CLI.md and the help's list the same statuses.
+// The README's exit status table and the help's list the same statuses.
 func TestExitTableInREADME(t *testing.T) {
-	b, err := os.ReadFile("../../docs/CLI.md") // the command's section of the README moved there
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Skip(err)
 	}
