@@ -26,6 +26,7 @@ type latchSweeper struct {
 	rdb     redis.UniversalClient
 	mu      sync.Mutex
 	pending []string
+	spare   []string // the sweeper's last batch, reused: only run touches it
 	closed  bool
 	kick    chan struct{} // a latch is pending
 	stop    chan struct{}
@@ -103,8 +104,12 @@ func (s *latchSweeper) run() {
 func (s *latchSweeper) sweep() {
 	s.mu.Lock()
 	keys := s.pending
-	s.pending = nil
+	s.pending = s.spare[:0]
 	s.mu.Unlock()
+	defer func() {
+		clear(keys)
+		s.spare = keys
+	}()
 	if len(keys) == 0 {
 		return
 	}

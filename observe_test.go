@@ -266,7 +266,13 @@ func TestOptions_Observer_noAllocs(t *testing.T) {
 	}
 	base, with := least(plain), least(observed)
 	t.Logf("lock+unlock on miniredis: %.1f allocations without, %.1f with an Observer and a Logger", base, with)
-	if with > base {
+	// One allocation of slack: AllocsPerRun counts every goroutine's
+	// allocations, averaged and rounded down, and the client's background
+	// work (the latch sweeper's round trips, one per 20ms of releases)
+	// varies with how long the runs take. An Observer or a Logger that
+	// allocated on this path would add at least one per event, three or
+	// more per lock+unlock.
+	if with > base+1 {
 		t.Errorf("lock+unlock: %.1f allocations with an Observer and a Logger, %.1f without", with, base)
 	}
 	if n < 2*5*200 {
