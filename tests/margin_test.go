@@ -43,10 +43,10 @@ func TestLock_Done_beforeSuccessor(t *testing.T) {
 			t.Skip("a single-address proxy cannot carry a cluster client")
 		}
 		const (
-			trials   = 80
 			parallel = 2
 			lease    = 500 * time.Millisecond
 		)
+		trials := scale(80, 12) // -short: the quick loop
 		waiters := lkNew(t, rdb, lualock.Options{})
 		type result struct {
 			lead  time.Duration // how long before the waiter got the lock Done fired

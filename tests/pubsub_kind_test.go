@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 )
 
 // The pub/sub kind (Options.PubSub) against a foreign client that publishes
@@ -30,6 +32,37 @@ const (
 // pkForeignRelease deletes the lock and publishes "0" on channel with cmd,
 // in one script, as Redisson's unlock does.
 var pkForeignRelease = redis.NewScript(`redis.call('del', KEYS[1]); return redis.call(ARGV[1], KEYS[2], '0')`)
+
+// pkAttempts counts, per lock name, the acquire scripts (reentrant and
+// fair) that Redis has run: a waiter makes its first attempt, subscribes,
+// and attempts once more before it sleeps (a release may have gone unheard
+// while it subscribed). A release sent before that second attempt has run
+// is found by it, whatever the pub/sub kind: the test waits for two.
+type pkAttempts struct {
+	passHook
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *pkAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a := cmd.Args()
+		if len(a) > 3 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") &&
+			(a[1] == generated.LockAcquireSHA1 || a[1] == generated.FairAcquireSHA1) {
+			h.mu.Lock()
+			h.n[fmt.Sprint(a[3])]++
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h *pkAttempts) count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[name]
+}
 
 // pkHears reports which release kinds a waiter with mode hears on the
 // backend: PUBLISH and/or SPUBLISH.
@@ -99,6 +132,8 @@ func TestClient_PubSub_foreignRelease(t *testing.T) {
 		}
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.new(t)
+			attempts := &pkAttempts{n: map[string]int{}}
+			rdb.AddHook(attempts)
 			var lat []time.Duration
 			for _, mode := range modes {
 				c := lkNew(t, rdb, lualock.Options{PubSub: mode, MaxWaitTimer: pkTimer, SubscriptionLinger: -1})
@@ -110,7 +145,7 @@ func TestClient_PubSub_foreignRelease(t *testing.T) {
 							hears = hearsSharded
 						}
 						name := fmt.Sprintf("%s-%v-%v-%s", uniqueName(t), mode, fair, cmd)
-						d, woke := pkWait(t, rdb, c, name, fair, cmd, mode)
+						d, woke := pkWait(t, rdb, c, name, fair, cmd, mode, attempts)
 						switch {
 						case hears && !woke:
 							t.Errorf("mode %v, fair=%v: a %s release did not wake the waiter within %v", mode, fair, cmd, pkWake)
@@ -131,7 +166,7 @@ func TestClient_PubSub_foreignRelease(t *testing.T) {
 // foreign release with cmd; it returns how long after the release the
 // waiter got the lock and whether it did within pkWake (pkDeaf for a kind
 // mode does not listen to). It cleans the lock up either way.
-func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name string, fair bool, cmd string, mode lualock.PubSubMode) (time.Duration, bool) {
+func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name string, fair bool, cmd string, mode lualock.PubSubMode, attempts *pkAttempts) (time.Duration, bool) {
 	t.Helper()
 	ctx := context.Background()
 	if err := rdb.HSet(ctx, name, "6b8f1e52-0000-4000-8000-000000000001:1", 1).Err(); err != nil {
@@ -162,6 +197,7 @@ func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name str
 		p, s := pkNumSub(t, rdb, channel)
 		return (p > 0) == wantPlain && (s > 0) == wantSharded
 	})
+	waitFor(t, func() bool { return attempts.count(name) >= 2 }) // asleep: only a message wakes it now
 	hears := wantPlain
 	if cmd == "spublish" {
 		hears = wantSharded
