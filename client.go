@@ -284,3 +284,16 @@ func (b *backoff) step() time.Duration {
 	b.next = min(2*b.next, b.max)
 	return d/2 + rand.N(d/2+1)
 }
+
+// primary returns where a read of key must go to see the latest write: the
+// primary that serves its slot on a cluster (a cluster client set to read
+// from replicas would send a read-only command to a replica, which may
+// lag), the redis client otherwise.
+func (c *Client) primary(ctx context.Context, key string) redis.Cmdable {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		if n, err := cc.MasterForKey(ctx, key); err == nil {
+			return n
+		}
+	}
+	return c.rdb
+}

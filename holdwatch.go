@@ -121,6 +121,9 @@ func (w *holdWatcher) notify() {
 		w.again = true
 		return
 	}
+	if w.l.c.closed() {
+		return // Close ends the holds; and background would run inline, under the caller's locks
+	}
 	w.checking = true
 	w.l.c.background(w.run)
 }
@@ -148,12 +151,18 @@ func (w *holdWatcher) check() {
 	// Under the watchdog's context, which Close cancels.
 	ctx, cancel := context.WithTimeout(l.c.wd.ctx, undoTimeout)
 	defer cancel()
-	held, err := l.c.rdb.HExists(ctx, l.name, l.field).Result()
+	held, err := l.c.primary(ctx, l.name).HExists(ctx, l.name, l.field).Result()
 	if err != nil || held {
 		return
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
-	l.endHold(w.gen, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost), true)
+	// Only while this watcher is the hold's: one stopped meanwhile (the
+	// hold was released, or ended otherwise) has nothing left to report.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.watcher == w {
+		l.endHoldLocked(w.gen, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost), true)
+	}
 }

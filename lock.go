@@ -452,10 +452,11 @@ func (l *Lock) runAcquire(ctx context.Context, lease time.Duration, want int, w 
 // undo releases the hold that an acquisition with an unknown outcome may
 // have taken (want holds), if it did.
 //
-// It reads the count with a plain HGET, which goes to the primary (a
-// read-only script may be routed to a replica and see an old count).
+// It reads the count with a plain HGET on the primary of the lock's slot
+// (a read-only script, or a read on a cluster client set to read from
+// replicas, may be routed to a replica and see an old count).
 func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
-	n, err := l.c.rdb.HGet(ctx, l.name, l.field).Int()
+	n, err := l.c.primary(ctx, l.name).HGet(ctx, l.name, l.field).Int()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
@@ -541,6 +542,11 @@ func (l *Lock) stopExpiry() {
 func (l *Lock) endHold(gen uint64, cause error, lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.endHoldLocked(gen, cause, lost)
+}
+
+// endHoldLocked is endHold with l.mu held.
+func (l *Lock) endHoldLocked(gen uint64, cause error, lost bool) {
 	if l.gen != gen || l.holds == 0 || l.lost != nil {
 		return
 	}
@@ -695,6 +701,12 @@ func (l *Lock) unlock(ctx context.Context) error {
 	// last release finds the lock gone: such a loss waits for the release's
 	// outcome, which decides whether it stands (Redisson #7272).
 	l.releasing = true
+	if holds == 1 {
+		// The last release publishes on the lock's channel: the handle's
+		// own hold watcher (Options.WatchHolds) must not take it for a
+		// force unlock.
+		l.unwatchHold()
+	}
 	l.mu.Unlock()
 
 	var res *int64
@@ -821,6 +833,11 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, l.errorf("force unlock", err)
 	}
 	defer l.op.unlock()
+	// A force release publishes on the lock's channel: the handle's own
+	// hold watcher must not take it for another client's.
+	l.mu.Lock()
+	l.unwatchHold()
+	l.mu.Unlock()
 	latch := l.latchKey()
 	deleted, err := l.runForceRelease(ctx, latch)
 	if err != nil {

@@ -135,7 +135,9 @@ type Options struct {
 	// holds that Close stopped renewing (Info), and acquisitions that gave
 	// up (Info when their wait ran out, Warn when Redis did not answer),
 	// each with the lock's name and owner field. Nothing is logged on the
-	// way of a lock or unlock that succeeds. Default nil: silent.
+	// way of a lock or unlock that succeeds. Some records are written while
+	// the client holds internal locks: its handler must not call the Client
+	// or its locks, and should not block. Default nil: silent.
 	Logger *slog.Logger
 
 	// Observer receives the client's events (acquisitions, holds that end,

@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 )
 
 // With Options.WatchHolds, a hold learns of a force release from the
@@ -262,4 +265,85 @@ func hwCommandCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 		n += c
 	}
 	return n
+}
+
+// hwSlowReply runs the matching script, then waits and, with drop, loses
+// its reply (io.EOF): the script ran, the caller does not know it.
+type hwSlowReply struct {
+	passHook
+	sha   string
+	delay time.Duration
+	drop  bool
+	armed atomic.Bool
+}
+
+func (h *hwSlowReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if !h.armed.Load() || len(a) < 2 || !strings.EqualFold(fmt.Sprint(a[0]), "evalsha") || a[1] != h.sha {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		time.Sleep(h.delay)
+		if h.drop {
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return nil
+	}
+}
+
+// With Options.WatchHolds, the handle's own releases publish on the
+// channel its hold listens on: neither its last Unlock whose reply is lost
+// nor its own ForceUnlock may be taken for another client's force unlock
+// (ErrLockLost). Both failed before the hold stopped listening first.
+func TestWatchHolds_ownReleaseIsNoLoss(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		t.Run("unlockReplyLost", func(t *testing.T) {
+			h := &hwSlowReply{sha: generated.LockReleaseSHA1, delay: 300 * time.Millisecond, drop: true}
+			rdb.AddHook(h)
+			c := newWatchClient(t, rdb, true)
+			name := uniqueName(t)
+			l := c.NewLock(name)
+			if err := l.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitSubscribed(t, rdb, name, 1)
+			hold := l.Context()
+			h.armed.Store(true)
+			err := l.Unlock(ctx)
+			h.armed.Store(false)
+			if err == nil {
+				t.Fatal("Unlock with its reply lost returned nil")
+			}
+			err2 := l.Unlock(ctx) // settles the first: the lock is gone either way
+			if errors.Is(err2, lualock.ErrLockLost) || errors.Is(context.Cause(hold), lualock.ErrLockLost) {
+				t.Errorf("own release with a lost reply reported as a loss: second Unlock %v, hold's cause %v", err2, context.Cause(hold))
+			}
+		})
+		t.Run("ownForceUnlock", func(t *testing.T) {
+			h := &hwSlowReply{sha: generated.LockForceReleaseSHA1, delay: 50 * time.Millisecond}
+			rdb.AddHook(h)
+			c := newWatchClient(t, rdb, true)
+			name := uniqueName(t)
+			l := c.NewLock(name)
+			if err := l.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitSubscribed(t, rdb, name, 1)
+			hold := l.Context()
+			h.armed.Store(true)
+			_, err := l.ForceUnlock(ctx)
+			h.armed.Store(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrNotHeld) {
+				t.Errorf("own ForceUnlock ended the hold with %v, want ErrNotHeld", cause)
+			}
+		})
+	})
 }
