@@ -53,7 +53,7 @@ test: ## run all tests with the race detector, at full size (6-9 min on 2 cores;
 # the parallel ones run at a time instead of GOMAXPROCS (2 on a 2-core box).
 SHORTFLAGS ?= -short -parallel 8
 
-test-short: ## the quick loop (~2 min on 2 cores): every test with -race, scale tests at smaller sizes, 8 in parallel
+test-short: ## the quick loop (~1.3 min on 2 cores): every test with -race, scale tests at smaller sizes, 8 in parallel
 	$(call run_tests,$(GOTESTFLAGS) $(SHORTFLAGS))
 
 generate: ## regenerate the Go code for the Lua scripts

@@ -20,6 +20,7 @@ import (
 // leases, and their renewals go on (their PTTL in Redis stays above two
 // thirds of the lease).
 func TestLock_Context_clusterMasterDies(t *testing.T) {
+	shortParallel(t)
 	cl := harness.StartCluster(t)
 	cc := cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
 	t.Cleanup(func() { _ = cc.Close() })

@@ -428,6 +428,7 @@ func TestFairLock_TryLockLease_leaseExpiryOrder(t *testing.T) {
 // timeout.
 // -short: 100 goroutines (miniredis: 50).
 func TestFairLock_LockLease_manyWaiters(t *testing.T) {
+	shortParallel(t)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		const hold = 2 * time.Millisecond
 		n := scale(500, 100)
@@ -1610,6 +1611,7 @@ return 1
 // order. The Go side wakes the foreign waiter on its own channel within
 // 50ms of Unlock, and the foreign unlock wakes the Go waiter behind it.
 func TestFairLock_Lock_redissonInterop(t *testing.T) {
+	shortParallel(t)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		const (
 			leaseMS = 30_000

@@ -25,6 +25,7 @@ import (
 // watchdog lease): within 100ms, on every backend, for both kinds of lock.
 // Without the option it does not (the renewal is the fallback).
 func TestWatchHolds_forceUnlockNoticed(t *testing.T) {
+	shortParallel(t)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		for _, kind := range []string{"reentrant", "fair"} {
 			t.Run(kind, func(t *testing.T) {

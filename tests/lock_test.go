@@ -1032,6 +1032,7 @@ func testNoChannelsLeft(t *testing.T, rdb redis.UniversalClient, workers, tasks,
 }
 
 func TestLock_Lock_watchdogRenews(t *testing.T) {
+	shortParallel(t)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		testWatchdogKeeps(t, rdb)
 	})
@@ -1168,6 +1169,7 @@ func lkPrivate(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, s l
 }
 
 func TestLock_Lock_redisDown(t *testing.T) {
+	shortParallel(t)
 	lkPrivate(t, testRedisDown)
 }
 

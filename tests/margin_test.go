@@ -38,6 +38,7 @@ import (
 // A cluster is left out: a proxy in front of one node cannot carry the
 // cluster's redirects to the nodes' own addresses.
 func TestLock_Done_beforeSuccessor(t *testing.T) {
+	shortParallel(t)
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		if b.cluster {
 			t.Skip("a single-address proxy cannot carry a cluster client")

@@ -125,6 +125,7 @@ func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, s
 // on the cluster, an SPUBLISH release (Redisson 3.22+) wakes it: before
 // Options.PubSub, lualock listened with SUBSCRIBE there and slept.
 func TestClient_PubSub_foreignRelease(t *testing.T) {
+	shortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
 	for _, b := range backends() {
 		if b.mini != nil || b.name == "miniredis" {
@@ -253,6 +254,7 @@ func maxDur(ds []time.Duration) time.Duration {
 // publishes on the kinds its mode says, which raw SUBSCRIBE and SSUBSCRIBE
 // connections observe: auto as Redisson 3.22+ on the topology, both on both.
 func TestClient_PubSub_publishes(t *testing.T) {
+	shortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
 	for _, b := range backends() {
 		if b.name == "miniredis" {

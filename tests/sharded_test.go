@@ -307,6 +307,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // the new owner, so that the release still wakes the waiter at once rather
 // than at its fallback timer (30 s here).
 func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
+	shortParallel(t)
 	cl := harness.StartCluster(t)
 	ctx := context.Background()
 	rdb := cl.Client()

@@ -12,3 +12,12 @@ func scale(full, short int) int {
 	}
 	return full
 }
+
+// shortParallel runs a test that mostly waits (leases, timeouts, a private
+// server) in parallel with the others under -short, the quick loop; the
+// full run keeps it sequential, away from the parallel tests' load.
+func shortParallel(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}

@@ -135,6 +135,9 @@ func startSupervised(path string, argv, env []string, grace time.Duration, stdin
 		return nil, n, errors.New(msg)
 	default:
 		s.close()
+		// It may have died after starting the command and before saying
+		// so: what it started is lualock's now (a subreaper on Linux).
+		s.killTree()
 		return nil, exitError, errors.New("the supervisor ended before starting the command")
 	}
 }
