@@ -32,39 +32,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs a generated package")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command to build the generated code: %v", err)
-	}
-	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e")), Config{Src: "lua", Package: "e2e"})
-	if err != nil {
-		t.Fatalf("Generate: %v", err)
-	}
-	test, err := os.ReadFile(filepath.Join("testdata", "e2e", "e2e_test.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files["e2e_test.go"] = test
-	// Inside the module, so that go-redis and miniredis resolve through its
-	// go.mod; the leading underscore keeps ./... patterns away from it.
-	dir, err := os.MkdirTemp("testdata", "_e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove %s: %v", dir, err)
-		}
-	})
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "e2e.test")
-	if out, err := exec.Command(goTool, "test", "-c", "-o", bin, "./"+filepath.ToSlash(dir)).CombinedOutput(); err != nil {
-		t.Fatalf("go test -c of the generated package: %v\n%s", err, out)
-	}
+	bin, dir := buildGenerated(t, "e2e", Config{Src: "lua", Package: "e2e"})
 	run := func(t *testing.T, addr string) {
 		cmd := exec.Command(bin, "-test.v", "-test.count=1")
 		cmd.Dir = dir
@@ -271,20 +239,39 @@ func TestFunctionsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs a generated package")
 	}
+	bin, dir := buildGenerated(t, "e2e_functions", Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}})
+	cmd := exec.Command(bin, "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+harness.StartStandalone(t).Addr())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") || !strings.Contains(string(out), "--- PASS: TestKeyPrefix ") {
+		t.Fatalf("the generated package's test failed: %v\n%s", err, out)
+	}
+}
+
+// buildGenerated generates the package of testdata/<fixture>/lua with cfg,
+// adds the fixture's e2e_test.go, and builds its test binary. The package
+// is written inside the module (so that go-redis and miniredis resolve
+// through its go.mod) in a folder whose leading underscore keeps ./...
+// patterns away from it, removed at the test's end. It returns the binary
+// and that folder, where the binary must run. Without a go command the
+// test is skipped.
+func buildGenerated(t *testing.T, fixture string, cfg Config) (bin, dir string) {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go command to build the generated code: %v", err)
 	}
-	files, err := Generate(os.DirFS(filepath.Join("testdata", "e2e_functions")), Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}})
+	files, err := Generate(os.DirFS(filepath.Join("testdata", fixture)), cfg)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	test, err := os.ReadFile(filepath.Join("testdata", "e2e_functions", "e2e_test.go"))
+	test, err := os.ReadFile(filepath.Join("testdata", fixture, "e2e_test.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	files["e2e_test.go"] = test
-	dir, err := os.MkdirTemp("testdata", "_e2e_functions")
+	dir, err = os.MkdirTemp("testdata", "_"+fixture)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,15 +285,9 @@ func TestFunctionsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "e2e.test")
+	bin = filepath.Join(t.TempDir(), "e2e.test")
 	if out, err := exec.Command(goTool, "test", "-c", "-o", bin, "./"+filepath.ToSlash(dir)).CombinedOutput(); err != nil {
 		t.Fatalf("go test -c of the generated package: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+harness.StartStandalone(t).Addr())
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") || !strings.Contains(string(out), "--- PASS: TestKeyPrefix ") {
-		t.Fatalf("the generated package's test failed: %v\n%s", err, out)
-	}
+	return bin, dir
 }
