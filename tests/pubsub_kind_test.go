@@ -12,6 +12,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/tests/harness"
 )
 
 // The pub/sub kind (Options.PubSub) against a foreign client that publishes
@@ -83,35 +84,7 @@ func pkHears(mode lualock.PubSubMode, cluster bool) (plain, sharded bool) {
 // channel, summed over the masters of a cluster.
 func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, sharded int64) {
 	t.Helper()
-	ctx := context.Background()
-	count := func(c redis.UniversalClient) (int64, int64, error) {
-		p, err := c.PubSubNumSub(ctx, channel).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		s, err := c.PubSubShardNumSub(ctx, channel).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		return p[channel], s[channel], nil
-	}
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		p, s, err := count(rdb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, s
-	}
-	var mu sync.Mutex
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		p, s, err := count(c)
-		mu.Lock()
-		plain += p
-		sharded += s
-		mu.Unlock()
-		return err
-	})
+	plain, sharded, err := harness.NumSub(context.Background(), rdb, channel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,34 +63,8 @@ func queueKey(name string) string { return "redisson_lock_queue:{" + name + "}" 
 // over a cluster's masters.
 func numSub(t *testing.T, rdb redis.UniversalClient, ch string) (plain, sharded int64) {
 	t.Helper()
-	ctx := context.Background()
-	count := func(c redis.UniversalClient) (int64, int64, error) {
-		p, err := c.PubSubNumSub(ctx, ch).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		s, err := c.PubSubShardNumSub(ctx, ch).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		return p[ch], s[ch], nil
-	}
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		p, s, err := count(rdb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, s
-	}
-	var mu sync.Mutex
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		p, s, err := count(c)
-		mu.Lock()
-		plain, sharded = plain+p, sharded+s
-		mu.Unlock()
-		return err
-	}); err != nil {
+	plain, sharded, err := harness.NumSub(context.Background(), rdb, ch)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return plain, sharded
