@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // Client makes locks on one Redis deployment. It owns two goroutines at
@@ -35,7 +37,9 @@ type Client struct {
 	closing chan struct{} // closed by Close
 	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
-	wd      *watchdog
+	wd      *renew.Watchdog
+	ctx     context.Context // cancelled by Close: ends background calls in flight
+	cancel  context.CancelFunc
 	subs    []*subscriber // one per kind of pub/sub the client listens to (two with PubSubBoth)
 	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
@@ -88,6 +92,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.subs = newSubscribers(c, cfg.PubSub)
 	c.latches = newLatchSweeper(rdb)
@@ -121,7 +126,8 @@ func (c *Client) Close() error {
 		return nil
 	}
 	defer close(c.done)
-	c.wd.close()
+	c.cancel()
+	c.wd.Close()
 	var err error
 	for _, s := range c.subs {
 		if e := s.close(); err == nil {
@@ -185,7 +191,7 @@ type Stats struct {
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
-	s := Stats{Watched: c.wd.size()}
+	s := Stats{Watched: c.wd.Len()}
 	for i, sub := range c.subs {
 		w, ch, conns := sub.counts()
 		if i == 0 {

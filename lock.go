@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/renew"
 )
 
 type kind int
@@ -68,6 +69,7 @@ type Lock struct {
 	lease     time.Duration   // lease of the current hold
 	since     time.Time       // when the current hold's first acquisition began
 	watched   bool            // the watchdog renews the hold
+	renewal   *renew.Entry    // the hold's watchdog entry: the last one, kept after its removal (its renewal may be in flight)
 	lost      error           // why the hold was lost, until its holds are unlocked
 	ended     error           // why the last hold ended, for a Context asked for afterwards
 	ctx       context.Context // made on demand by Context
@@ -397,7 +399,7 @@ func (l *Lock) attempt(ctx context.Context, lease time.Duration, w *waiting) (bo
 	if set == 0 {
 		set = l.c.cfg.WatchdogLease
 	} else {
-		resume, err := l.c.wd.quiesce(ctx, l)
+		resume, err := l.pauseRenewal(ctx)
 		if err != nil {
 			return false, 0, err // not sent
 		}
@@ -496,7 +498,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	if want == 1 {
 		gen++
 	}
-	if lease == 0 && !l.watched && !l.c.wd.add(l, gen, start) {
+	if lease == 0 && !l.watched && !l.watch(gen, start) {
 		return false
 	}
 	l.holds, l.gen = want, gen
@@ -513,7 +515,7 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 	}
 	if l.watched {
 		l.watched = false
-		l.c.wd.remove(l)
+		l.renewal.Remove()
 	}
 	l.lease = lease
 	l.startExpiry(start)
@@ -521,11 +523,11 @@ func (l *Lock) held(want int, lease time.Duration, start time.Time) bool {
 }
 
 // startExpiry ends the hold's context when its fixed lease, set in Redis at
-// start or later, runs out, less lossMargin. l.mu is held.
+// start or later, runs out, less renew.LossMargin. l.mu is held.
 func (l *Lock) startExpiry(start time.Time) {
 	l.stopExpiry()
 	gen, lease := l.gen, l.lease
-	l.expiry = time.AfterFunc(time.Until(start.Add(lease-lossMargin(lease))), func() {
+	l.expiry = time.AfterFunc(time.Until(start.Add(lease-renew.LossMargin(lease))), func() {
 		l.endHold(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease), false)
 	})
 }
@@ -560,7 +562,7 @@ func (l *Lock) endHoldLocked(gen uint64, cause error, lost bool) {
 		// (or Lock) settles the release and tells what it found.
 		if l.watched {
 			l.watched = false
-			l.c.wd.remove(l)
+			l.renewal.Remove()
 		}
 		l.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
 		return
@@ -599,7 +601,7 @@ func (l *Lock) finish(cause error) {
 	l.stopExpiry()
 	if l.watched {
 		l.watched = false
-		l.c.wd.remove(l)
+		l.renewal.Remove()
 	}
 	l.endContext(cause)
 }
@@ -684,13 +686,13 @@ func (l *Lock) unlock(ctx context.Context) error {
 		l.mu.Unlock()
 		return l.errorf("unlock", err)
 	}
-	lease, watched, holds := l.lease, l.watched, l.holds
+	lease, watched, holds, renewal := l.lease, l.watched, l.holds, l.renewal
 	ended := ctx.Err() != nil
 	if ended && holds == 1 && watched {
 		// The caller is gone: whatever the release's fate, nothing renews
 		// the lock any more, so it expires within one lease at worst. The
 		// watchdog still ends the hold's Context when that lease runs out.
-		l.c.wd.stopRenewing(l)
+		renewal.Stop()
 	}
 	resend := l.unlockReq != "" // an earlier send of this release got no reply
 	if !resend {
@@ -718,7 +720,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		// ctx ended before or during the call: send the release (again,
 		// replayed by its latch) under a context of its own.
 		if !ended && holds == 1 && watched {
-			l.c.wd.stopRenewing(l)
+			renewal.Stop()
 		}
 		rctx, cancel := detached(ctx)
 		res, err = l.runRelease(rctx, lease, latch, holds)

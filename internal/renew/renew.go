@@ -73,9 +73,9 @@ type Spec struct {
 	// whose owner still holds it. It sends EVALSHA with no NOSCRIPT
 	// recovery: the watchdog does that.
 	Cmd func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd
-	// Result reads a Cmd's reply: per key, in order, true when it was
-	// renewed and false when its owner field was gone.
-	Result func(cmd *redis.Cmd) ([]bool, error)
+	// Result reads a Cmd's reply: per key, in order, 1 when it was renewed
+	// and 0 when its owner field was gone (the generated LockRenewResult).
+	Result func(cmd *redis.Cmd) ([]int64, error)
 }
 
 // Target is what an entry renews: Key for the owner Field, with Spec.
@@ -280,9 +280,22 @@ func (e *Entry) Remove() bool {
 	if !e.live {
 		return false
 	}
+	w.drop(e)
+	return true
+}
+
+// drop takes e out of the watchdog: it has ended, or was removed. w.mu is
+// held.
+func (w *Watchdog) drop(e *Entry) {
 	e.live = false
 	delete(w.entries, e)
-	return true
+}
+
+// end calls the onEnd of entries that ended, with no lock held.
+func end(entries []*Entry, how End) {
+	for _, e := range entries {
+		e.onEnd(how)
+	}
 }
 
 // Close stops the watchdog: it stops the loop, cancels the calls in
@@ -304,14 +317,11 @@ func (w *Watchdog) Close() {
 	w.closed = true
 	left := make([]*Entry, 0, len(w.entries))
 	for e := range w.entries {
-		e.live = false
+		w.drop(e)
 		left = append(left, e)
 	}
-	clear(w.entries)
 	w.mu.Unlock()
-	for _, e := range left {
-		e.onEnd(Closed)
-	}
+	end(left, Closed)
 }
 
 func (w *Watchdog) run() {
@@ -408,15 +418,12 @@ func (w *Watchdog) expire() {
 	w.mu.Lock()
 	for e := range w.entries {
 		if now.Sub(e.renewed) >= lease {
-			e.live = false
-			delete(w.entries, e)
+			w.drop(e)
 			ended = append(ended, e)
 		}
 	}
 	w.mu.Unlock()
-	for _, e := range ended {
-		e.onEnd(Expired)
-	}
+	end(ended, Expired)
 }
 
 // batch is one renewal script call.
@@ -600,27 +607,24 @@ var errNoReply = errors.New("renew: no reply")
 
 // renewed applies a call's reply: the entries renewed have their lease set
 // at the sending, the ones found gone end with Gone.
-func (w *Watchdog) renewed(b *batch, res []bool, at time.Time) {
+func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
 	var gone []*Entry
 	w.mu.Lock()
 	for i, e := range b.entries {
 		if !e.live {
 			continue // removed or ended meanwhile
 		}
-		if res[i] {
+		if res[i] == 1 {
 			if at.After(e.renewed) {
 				e.renewed = at
 			}
 			continue
 		}
-		e.live = false
-		delete(w.entries, e)
+		w.drop(e)
 		gone = append(gone, e)
 	}
 	w.mu.Unlock()
-	for _, e := range gone {
-		e.onEnd(Gone)
-	}
+	end(gone, Gone)
 }
 
 // land ends the flight of the batches: a Pause waiting for them goes on.

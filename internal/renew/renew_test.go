@@ -33,17 +33,7 @@ var lockSpec = &Spec{
 		return generated.LockRenewCmd(ctx, p, generated.LockRenewKeys{Locks: keys},
 			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
 	},
-	Result: func(cmd *redis.Cmd) ([]bool, error) {
-		res, err := generated.LockRenewResult(cmd)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]bool, len(res))
-		for i, n := range res {
-			out[i] = n == 1
-		}
-		return out, nil
-	},
+	Result: generated.LockRenewResult,
 }
 
 // otherSpec is the same script under another spec: its calls are batched
@@ -275,7 +265,7 @@ func TestWatchdog_batches(t *testing.T) {
 	var mu sync.Mutex
 	var calls []Call
 	slot := func(key string) int { return int(key[1] - '0') } // "A1-3" is in slot 1
-	mr, _, h, w := start(t, Config{Lease: 600 * time.Millisecond, Batch: 3, Slot: slot, OnRenew: func(c Call) {
+	mr, _, h, w := start(t, Config{Lease: 3 * time.Second, Batch: 3, Slot: slot, OnRenew: func(c Call) {
 		mu.Lock()
 		calls = append(calls, Call{Spec: c.Spec, Keys: slices.Clone(c.Keys), Took: c.Took, Err: c.Err})
 		mu.Unlock()
@@ -361,7 +351,7 @@ func TestWatchdog_batches(t *testing.T) {
 // no other.
 func TestEntry_gone(t *testing.T) {
 	t.Parallel()
-	mr, _, _, w := start(t, Config{Lease: 600 * time.Millisecond})
+	mr, _, _, w := start(t, Config{Lease: 3 * time.Second})
 	s := newEnds()
 	held(t, mr, "kept", "lost")
 	kept := s.add(t, w, lockSpec, "kept", time.Now())
@@ -425,15 +415,19 @@ func TestEntry_expiredWhenRenewalsFail(t *testing.T) {
 // its reply.
 func TestEntry_leaseCountsFromSending(t *testing.T) {
 	t.Parallel()
-	mr, _, h, w := start(t, Config{Lease: 900 * time.Millisecond})
+	mr, rdb, h, w := start(t, Config{Lease: 1500 * time.Millisecond})
+	// Loaded beforehand: a NOSCRIPT would send every call twice.
+	if err := generated.LockRenewScript.Load(t.Context(), rdb); err != nil {
+		t.Fatal(err)
+	}
 	const delay = 200 * time.Millisecond
-	var sent atomic.Pointer[time.Time]
+	var mu sync.Mutex
+	var last time.Time // when the last pipeline was sent
 	h.setGate(func(ctx context.Context, keys []string) error {
-		if sent.Load() == nil {
-			now := time.Now()
-			sent.Store(&now)
-			time.Sleep(delay) // the reply comes this much later
-		}
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
+		time.Sleep(delay) // the reply comes this much later
 		return nil
 	})
 	s := newEnds()
@@ -441,8 +435,11 @@ func TestEntry_leaseCountsFromSending(t *testing.T) {
 	added := time.Now()
 	e := s.add(t, w, lockSpec, "k", added)
 	waitFor(t, 10*time.Second, "a renewal", func() bool { return renewedAt(w, e).After(added) })
-	if got, want := renewedAt(w, e), *sent.Load(); got.After(want) {
-		t.Errorf("lease counted from %v after the call was sent, want from its sending or before", got.Sub(want))
+	mu.Lock()
+	sent := last
+	mu.Unlock()
+	if got := renewedAt(w, e); got.After(sent) {
+		t.Errorf("lease counted from %v after the last call was sent, want from its sending or before", got.Sub(sent))
 	}
 }
 
@@ -542,7 +539,7 @@ func TestEntry_Pause_waitsForItsRound(t *testing.T) {
 // when its lease runs out.
 func TestEntry_Stop_thenExpired(t *testing.T) {
 	t.Parallel()
-	const lease = 900 * time.Millisecond
+	const lease = 3 * time.Second
 	mr, _, h, w := start(t, Config{Lease: lease})
 	held(t, mr, "stopped", "other")
 	s := newEnds()
@@ -577,7 +574,7 @@ func TestEntry_Stop_thenExpired(t *testing.T) {
 // entry returns false.
 func TestEntry_Remove_noCallback(t *testing.T) {
 	t.Parallel()
-	const lease = 600 * time.Millisecond
+	const lease = 1500 * time.Millisecond
 	mr, _, h, w := start(t, Config{Lease: lease, Slot: deadSlot})
 	twoNodes(w)
 	held(t, mr, "removed", "gone", "dead")
@@ -655,7 +652,7 @@ func TestWatchdog_noscriptReload(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	calls := 0
-	mr, rdb, h, w := start(t, Config{Lease: 600 * time.Millisecond, OnRenew: func(c Call) {
+	mr, rdb, h, w := start(t, Config{Lease: 3 * time.Second, OnRenew: func(c Call) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -725,7 +722,7 @@ func twoNodes(w *Watchdog) {
 // another node go on being renewed and never end.
 func TestWatchdog_nodeIsolation(t *testing.T) {
 	t.Parallel()
-	const lease = 1500 * time.Millisecond
+	const lease = 3 * time.Second
 	mr, _, h, w := start(t, Config{Lease: lease, Slot: deadSlot})
 	twoNodes(w)
 	dead, live := []string{"dead1", "dead2"}, []string{"live1", "live2"}

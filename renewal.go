@@ -1,0 +1,80 @@
+package lualock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/renew"
+)
+
+// lockRenewal is how the watchdog renews a reentrant or fair lock held
+// without a lease: lua/lock_renew.lua, many locks of one slot per call.
+var lockRenewal = &renew.Spec{
+	Name:   "lock_renew",
+	Script: generated.LockRenewScript,
+	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd {
+		return generated.LockRenewCmd(ctx, p, generated.LockRenewKeys{Locks: keys},
+			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+	},
+	Result: generated.LockRenewResult,
+}
+
+// newWatchdog starts the client's watchdog: it renews the holds taken
+// without a lease every WatchdogLease/3, in calls of up to RenewBatch locks
+// (per slot on a cluster).
+func newWatchdog(c *Client) *renew.Watchdog {
+	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
+	if _, ok := c.rdb.(*redis.ClusterClient); ok {
+		cfg.Slot = slot
+	}
+	if c.cfg.Observer.Renew != nil || c.cfg.Logger != nil {
+		cfg.OnRenew = c.renewCalled
+	}
+	w, err := renew.New(c.rdb, cfg)
+	if err != nil {
+		panic(err) // normalize checked both: a positive lease, a positive batch
+	}
+	return w
+}
+
+// watch puts hold gen, whose lease was set at start or later, under the
+// watchdog. It returns false when the client has closed. l.mu is held.
+func (l *Lock) watch(gen uint64, start time.Time) bool {
+	e, ok := l.c.wd.Add(renew.Target{Spec: lockRenewal, Key: l.name, Field: l.field}, start,
+		func(end renew.End) { l.renewalEnded(gen, end) })
+	if ok {
+		l.renewal = e
+	}
+	return ok
+}
+
+// renewalEnded ends hold gen as its watchdog entry ended.
+func (l *Lock) renewalEnded(gen uint64, end renew.End) {
+	switch end {
+	case renew.Gone:
+		l.endHold(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone), true)
+	case renew.Expired:
+		l.expired(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
+	case renew.Closed:
+		l.endHold(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
+	}
+}
+
+// pauseRenewal keeps the watchdog off the handle's lock while an
+// acquisition sets a fixed lease on it: no renewal sent before it returns
+// stretches the fixed lease to WatchdogLease afterwards (see
+// renew.Entry.Pause). resume lets the watchdog renew it again, if it is
+// still watched. It returns ctx's error if ctx ends first.
+func (l *Lock) pauseRenewal(ctx context.Context) (resume func(), err error) {
+	l.mu.Lock()
+	e := l.renewal // the last entry, even removed: its renewal may be in flight
+	l.mu.Unlock()
+	if e == nil {
+		return func() {}, nil
+	}
+	return e.Pause(ctx)
+}
