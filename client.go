@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // Client makes locks on one Redis deployment. It owns two goroutines at
@@ -28,6 +30,7 @@ import (
 type Client struct {
 	rdb     redis.UniversalClient
 	scripts redis.Scripter // runs the lock scripts: Options.Scripter or rdb
+	env     *scriptEnv     // what every protocol sends with its scripts
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
@@ -88,6 +91,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c.env = &scriptEnv{scripts: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
 	c.wd = newWatchdog(c)
 	c.subs = newSubscribers(c, cfg.PubSub)
 	c.latches = newLatchSweeper(rdb)
@@ -204,22 +208,22 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, reentrant)
+	return c.newLock(name, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
 }
 
-func (c *Client) newLock(name string, k kind) *Lock {
+// newLock returns a handle of a new owner on lock name under protocol p.
+func (c *Client) newLock(name string, p protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
-		c:        c,
-		name:     name,
-		kind:     k,
-		field:    c.id + ":" + strconv.FormatInt(h, 10),
-		channel:  tag(channelPrefix, name),
-		latch:    tag(latchPrefix, name) + ":" + c.id + ":",
-		fairWait: c.cfg.FairWait,
-		invalid:  checkName(name),
-		op:       newOpLock(),
+		c:       c,
+		name:    name,
+		p:       p,
+		field:   c.id + ":" + strconv.FormatInt(h, 10),
+		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		invalid: CheckName(name),
+		op:      newOpLock(),
 	}
+	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
 	return l
 }
 

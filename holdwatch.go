@@ -10,7 +10,7 @@ import (
 
 // A held lock listens on its lock's channel when Options.WatchHolds is set
 // (the lualock command sets it): a force release publishes there (Redisson's
-// forceUnlock of an RLock, and this package's ForceUnlock of either kind),
+// forceUnlock of an RLock, and this package's ForceUnlock of either lock),
 // and the holder checks its own hold at once (one HEXISTS), instead of at
 // its next renewal. The channel is subscribed through the client's shared
 // pub/sub connection, as waiters subscribe it; a message wakes one waiter of
@@ -40,19 +40,20 @@ type holdWatcher struct {
 	stopped  bool
 }
 
-// watchHold makes hold gen of l listen on its channel, on every kind of
-// pub/sub the client listens to, until unwatch. l.mu is held.
-func (l *Lock) watchHold(gen uint64) {
-	if !l.c.cfg.WatchHolds || l.watcher != nil {
-		return
+// watchHold makes hold gen of l listen on channel, on every kind of
+// pub/sub the client listens to, until stop. It returns nil without
+// Options.WatchHolds. The hold's mutex is held.
+func (c *Client) watchHold(channel string, l *Lock, gen uint64) *holdWatcher {
+	if !c.cfg.WatchHolds {
+		return nil
 	}
 	w := &holdWatcher{l: l, gen: gen}
-	for _, s := range l.c.subs {
-		if cs := s.watch(l.channel, w); cs != nil {
+	for _, s := range c.subs {
+		if cs := s.watch(channel, w); cs != nil {
 			w.on = append(w.on, watched{s, cs})
 		}
 	}
-	l.watcher = w
+	return w
 }
 
 // watch adds w to the watchers of channel, subscribing it if it is new. It
@@ -75,13 +76,8 @@ func (s *subscriber) watch(channel string, w *holdWatcher) *chanSub {
 	return cs
 }
 
-// unwatchHold ends the current hold's listening. l.mu is held.
-func (l *Lock) unwatchHold() {
-	w := l.watcher
-	if w == nil {
-		return
-	}
-	l.watcher = nil
+// stop ends the hold's listening. The hold's mutex is held.
+func (w *holdWatcher) stop() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
@@ -160,9 +156,5 @@ func (w *holdWatcher) check() {
 	}
 	// Only while this watcher is the hold's: one stopped meanwhile (the
 	// hold was released, or ended otherwise) has nothing left to report.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.watcher == w {
-		l.endHoldLocked(w.gen, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost), true)
-	}
+	l.h.watcherLost(w, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost))
 }
