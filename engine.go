@@ -9,8 +9,8 @@ import (
 )
 
 // The acquisition engine: one acquire call of a handle, whatever its
-// protocol, as a loop over explicit steps. Each step does one thing and
-// returns the next; a nil step ends the call with a.err:
+// protocol, as a loop over explicit steps. Each step is one method that
+// does one thing and returns the next; stepDone ends the call with a.err:
 //
 //	first ──▶ attempt ──acquired──▶ (done)
 //	            │ ▲ ▲
@@ -24,8 +24,38 @@ import (
 // What an attempt does in Redis is the protocol's; what a hold is, the
 // hold's.
 
-// step is one step of an acquisition: it returns the next (nil: done).
-type step func(a *acquisition) step
+// step names one step of an acquisition. (Steps are named rather than
+// func values so that the acquisition, which they all share, stays on the
+// caller's stack: an indirect call would move it to the heap, one
+// allocation per call.)
+type step uint8
+
+const (
+	stepDone      step = iota // the call is over: a.err says how
+	stepAttempt               // one attempt
+	stepRetry                 // an attempt after a pause, unless the wait ran out
+	stepBackoff               // a pause after a transient error
+	stepSubscribe             // listen for the release that wakes this waiter
+	stepSleep                 // wait for a wake-up or the fallback timer
+)
+
+// run runs the steps from the first attempt until the call is over.
+func (a *acquisition) run() {
+	for s := stepAttempt; s != stepDone; {
+		switch s {
+		case stepAttempt:
+			s = a.attempt()
+		case stepRetry:
+			s = a.retry()
+		case stepBackoff:
+			s = a.backoff()
+		case stepSubscribe:
+			s = a.subscribe()
+		case stepSleep:
+			s = a.sleep()
+		}
+	}
+}
 
 // acquisition is the state of one acquire call between its steps.
 type acquisition struct {
@@ -86,9 +116,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) (err erro
 	}
 	l.h.enter()
 	defer a.end()
-	for s := attemptStep; s != nil; {
-		s = s(&a)
-	}
+	a.run()
 	return wrapErr(verbLock, l.name, a.err)
 }
 
@@ -100,7 +128,7 @@ func (a *acquisition) over() bool {
 // fail ends the call with err.
 func (a *acquisition) fail(err error) step {
 	a.err = err
-	return nil
+	return stepDone
 }
 
 // notObtained ends the call whose wait ran out: ErrNotObtained, or
@@ -117,21 +145,21 @@ func (a *acquisition) notObtained(last error) step {
 }
 
 // retry is attempt after a pause, unless the wait ran out meanwhile.
-func retryStep(a *acquisition) step {
+func (a *acquisition) retry() step {
 	if a.over() {
 		return a.notObtained(a.lastErr)
 	}
-	return attemptStep
+	return stepAttempt
 }
 
 // attempt makes one attempt and chooses what follows from its outcome.
-func attemptStep(a *acquisition) step {
+func (a *acquisition) attempt() step {
 	res, err := a.l.attempt(a.actx, a)
 	a.answered = a.answered || err == nil
 	switch {
 	case res.acquired:
 		a.acquired, a.leaseSet = true, cmp.Or(a.lease, a.l.c.cfg.WatchdogLease)
-		return nil
+		return stepDone
 	case err == nil:
 		a.ttl = res.wait
 	case a.ctx.Err() != nil:
@@ -152,31 +180,31 @@ func attemptStep(a *acquisition) step {
 	case a.over():
 		return a.notObtained(a.lastErr)
 	case err != nil:
-		return backoffStep
+		return stepBackoff
 	case a.sub == nil:
-		return subscribeStep
+		return stepSubscribe
 	}
-	return sleepStep
+	return stepSleep
 }
 
 // backoff pauses after a transient error, then retries.
-func backoffStep(a *acquisition) step {
+func (a *acquisition) backoff() step {
 	return a.pause(a.bo.step())
 }
 
 // subscribe listens on the channel that announces a release to this
 // waiter. A fresh subscription retries at once: a release before it was
 // confirmed went unheard.
-func subscribeStep(a *acquisition) step {
+func (a *acquisition) subscribe() step {
 	ch := a.l.p.channel(a.l.field)
 	sub, fresh, err := a.l.c.subscribe(a.actx, ch)
 	switch {
 	case err == nil:
 		a.sub = sub
 		if fresh {
-			return retryStep
+			return stepRetry
 		}
-		return sleepStep
+		return stepSleep
 	case a.ctx.Err() != nil:
 		return a.fail(ctxErr(a.ctx, a.lastErr))
 	case a.actx.Err() != nil:
@@ -190,7 +218,7 @@ func subscribeStep(a *acquisition) step {
 
 // sleep waits for a wake-up, or the fallback timer the protocol bounds,
 // then retries. Redis answered: the backoff starts over.
-func sleepStep(a *acquisition) step {
+func (a *acquisition) sleep() step {
 	a.bo = a.l.c.newBackoff()
 	a.lastErr = nil
 	floor, ceil := a.l.p.timer(a.ttl)
@@ -201,16 +229,16 @@ func sleepStep(a *acquisition) step {
 // pause waits for a wake-up (when d < 0) or for d, never past the
 // deadline, then retries.
 func (a *acquisition) pause(d time.Duration) step {
-	if err := a.sleep(d); err != nil {
+	if err := a.block(d); err != nil {
 		return a.fail(a.waitErr(err))
 	}
-	return retryStep
+	return stepRetry
 }
 
-// sleep waits for a wake-up on the subscription (when pause < 0) or for
+// block waits for a wake-up on the subscription (when pause < 0) or for
 // pause, and never past the deadline. It returns ctx's error when ctx
 // ends and ErrClosed when the client closes.
-func (a *acquisition) sleep(pause time.Duration) error {
+func (a *acquisition) block(pause time.Duration) error {
 	d := pause
 	if !a.deadline.IsZero() {
 		if until := time.Until(a.deadline); d < 0 || until < d {
