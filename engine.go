@@ -194,9 +194,14 @@ func (a *acquisition) backoff() step {
 
 // subscribe listens on the channel that announces a release to this
 // waiter. A fresh subscription retries at once: a release before it was
-// confirmed went unheard.
+// confirmed went unheard. A protocol with no channel is polled instead.
 func (a *acquisition) subscribe() step {
 	ch := a.l.p.channel(a.l.field)
+	if ch == "" {
+		// A protocol without pub/sub (a spin lock): back off, exponential
+		// and bounded (Options.RetryMin, RetryMax), between attempts.
+		return a.pause(a.bo.step())
+	}
 	sub, fresh, err := a.l.c.subscribe(a.actx, ch)
 	switch {
 	case err == nil:
