@@ -488,10 +488,3 @@ func (h *hold) released(r release, res *int64) error {
 	}
 	return nil
 }
-
-// isWatched reports whether the watchdog renews the hold.
-func (h *hold) isWatched() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.watched
-}
