@@ -295,7 +295,7 @@ func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) (err erro
 		default:
 			bo = l.c.newBackoff()
 			lastErr = nil
-			w.sub.hint(ttl, l.timerFloor(ttl), ceil)
+			w.sub.Hint(ttl, l.timerFloor(ttl), ceil)
 		}
 		if err := w.sleep(ctx, pause, deadline); err != nil {
 			return l.waitErr(ctx, err)

@@ -3,6 +3,8 @@ package lualock
 import (
 	"context"
 	"time"
+
+	"github.com/lualock/lualock/internal/wake"
 )
 
 // waiting is the state of one acquire call between attempts: its
@@ -10,7 +12,7 @@ import (
 // lock, whether it may stand in the queue.
 type waiting struct {
 	l           *Lock
-	sub         *subscription
+	sub         *wake.Waiter
 	queued      bool          // fair lock: an attempt may have put the waiter in the queue
 	maybeHeld   int           // the hold count an attempt with a lost reply may have reached
 	lease       time.Duration // the lease that attempt set
@@ -29,7 +31,7 @@ func (w *waiting) subscribe(ctx context.Context) (fresh bool, err error) {
 	if w.l.kind == fair {
 		ch = w.l.waiterChannel()
 	}
-	sub, fresh, err := w.l.c.subscribe(ctx, ch)
+	sub, fresh, err := w.l.c.hub.Subscribe(ctx, ch)
 	if err != nil {
 		return false, err
 	}
@@ -55,7 +57,7 @@ func (w *waiting) sleep(ctx context.Context, pause time.Duration, deadline time.
 	}
 	var wake <-chan struct{}
 	if pause < 0 && w.sub != nil {
-		wake = w.sub.wake
+		wake = w.sub.C()
 	}
 	select {
 	case <-wake:
@@ -84,9 +86,9 @@ func (w *waiting) end(ctx context.Context) {
 		if w.woken {
 			// The call ends without acting on a release it was told of:
 			// hand it back so that release passes it to another waiter.
-			w.sub.signal()
+			w.sub.Signal()
 		}
-		w.sub.release(w.acquired, w.leaseSet)
+		w.sub.Release(w.acquired, w.leaseSet)
 	}
 	l := w.l
 	l.mu.Lock()
