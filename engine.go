@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lualock/lualock/internal/wake"
 )
 
 // The acquisition engine: one acquire call of a handle, whatever its
@@ -66,7 +68,7 @@ type acquisition struct {
 	lease    time.Duration   // the lease asked for; 0: the watchdog's
 	deadline time.Time       // zero: none
 	bo       backoff
-	sub      *subscription
+	sub      *wake.Waiter
 
 	answered bool          // an attempt got Redis's reply
 	lastErr  error         // the last transient error since the last answer
@@ -202,7 +204,7 @@ func (a *acquisition) subscribe() step {
 		// and bounded (Options.RetryMin, RetryMax), between attempts.
 		return a.pause(a.bo.step())
 	}
-	sub, fresh, err := a.l.c.subscribe(a.actx, ch)
+	sub, fresh, err := a.l.c.hub.Subscribe(a.actx, ch)
 	switch {
 	case err == nil:
 		a.sub = sub
@@ -227,7 +229,7 @@ func (a *acquisition) sleep() step {
 	a.bo = a.l.c.newBackoff()
 	a.lastErr = nil
 	floor, ceil := a.l.p.timer(a.ttl)
-	a.sub.hint(a.ttl, floor, ceil)
+	a.sub.Hint(a.ttl, floor, ceil)
 	return a.pause(-1)
 }
 
@@ -256,12 +258,12 @@ func (a *acquisition) block(pause time.Duration) error {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var wake <-chan struct{}
+	var woke <-chan struct{}
 	if pause < 0 && a.sub != nil {
-		wake = a.sub.wake
+		woke = a.sub.C()
 	}
 	select {
-	case <-wake:
+	case <-woke:
 		a.woken = true
 	case <-timeout:
 	case <-a.ctx.Done():
@@ -312,9 +314,9 @@ func (a *acquisition) end() {
 		if a.woken {
 			// The call ends without acting on a release it was told of:
 			// hand it back so that release passes it to another waiter.
-			a.sub.signal()
+			a.sub.Signal()
 		}
-		a.sub.release(a.acquired, a.leaseSet)
+		a.sub.Release(a.acquired, a.leaseSet)
 	}
 	l := a.l
 	if l.h.exit() {

@@ -205,8 +205,9 @@ func (w *watchdog) renewCalled(b *batch, took time.Duration, err error) {
 }
 
 // resubscribed logs a channel subscribed again after a pub/sub reconnect.
-func (s *subscriber) resubscribed(channel string, waiters int) {
-	if log := s.c.cfg.Logger; log != nil {
+// The hub calls it under its lock.
+func (c *Client) resubscribed(channel string, waiters int) {
+	if log := c.cfg.Logger; log != nil {
 		log.LogAttrs(context.Background(), slog.LevelInfo, "lualock: pub/sub reconnected: channel subscribed again, waking its waiters",
 			slog.String("channel", channel), slog.Int("waiters", waiters))
 	}
