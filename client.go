@@ -94,7 +94,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
-	c.env = &scriptEnv{scripts: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
+	c.env = &scriptEnv{scripts: scripts, calls: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
 	c.latches = newLatchSweeper(rdb)

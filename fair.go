@@ -86,7 +86,7 @@ func (p *fair) acquire(ctx context.Context, a attemptArgs) (attemptResult, error
 }
 
 func (p *fair) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.FairRelease(ctx, p.env.scripts,
+	return generated.FairRelease(ctx, p.env.calls,
 		generated.FairReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel,
 			Latch: a.latch},
 		generated.FairReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field,
@@ -95,7 +95,7 @@ func (p *fair) release(ctx context.Context, a releaseArgs) (*int64, error) {
 }
 
 func (p *fair) forceRelease(ctx context.Context, latch string) (bool, error) {
-	return generated.FairForceRelease(ctx, p.env.scripts,
+	return generated.FairForceRelease(ctx, p.env.calls,
 		generated.FairForceReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel, Latch: latch},
 		generated.FairForceReleaseArgs{LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
 }
@@ -107,7 +107,7 @@ func (p *fair) status(ctx context.Context, field string) ([]int64, error) {
 // leave takes field out of the queue after a wait that did not get the
 // lock, correcting the deadlines of those behind it.
 func (p *fair) leave(ctx context.Context, field string) error {
-	_, err := generated.FairLeave(ctx, p.env.scripts,
+	_, err := generated.FairLeave(ctx, p.env.calls,
 		generated.FairLeaveKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
 		generated.FairLeaveArgs{Field: field, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
 	return err

@@ -70,7 +70,8 @@ type releaseArgs struct {
 // scriptEnv is the client's settings every protocol sends with its
 // scripts, made once per client.
 type scriptEnv struct {
-	scripts redis.Scripter // runs the scripts: Options.Scripter or the redis client
+	scripts redis.Scripter // runs the acquire scripts, which the engine retries: Options.Scripter or the redis client
+	calls   redis.Scripter // runs the others (release, force release, leave, status), which nothing else retries
 	publish string         // the release scripts' publish argument
 	latchMS int64          // Options.UnlockLatch in ms
 }

@@ -29,14 +29,14 @@ func (p *reentrant) acquire(ctx context.Context, a attemptArgs) (attemptResult, 
 }
 
 func (p *reentrant) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.LockRelease(ctx, p.env.scripts,
+	return generated.LockRelease(ctx, p.env.calls,
 		generated.LockReleaseKeys{Lock: p.name, Channel: p.ch, Latch: a.latch},
 		generated.LockReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, LatchMS: p.env.latchMS,
 			Publish: p.env.publish, Holds: int64(a.holds)})
 }
 
 func (p *reentrant) forceRelease(ctx context.Context, latch string) (bool, error) {
-	return generated.LockForceRelease(ctx, p.env.scripts,
+	return generated.LockForceRelease(ctx, p.env.calls,
 		generated.LockForceReleaseKeys{Lock: p.name, Channel: p.ch, Latch: latch},
 		generated.LockForceReleaseArgs{LatchMS: p.env.latchMS, Publish: p.env.publish})
 }
@@ -47,7 +47,7 @@ func (p *reentrant) status(ctx context.Context, field string) ([]int64, error) {
 
 // lockStatus reads a lock's hash (both protocols keep the same one).
 func lockStatus(ctx context.Context, env *scriptEnv, name, field string) ([]int64, error) {
-	return generated.LockStatus(ctx, env.scripts, generated.LockStatusKeys{Lock: name}, generated.LockStatusArgs{Field: field})
+	return generated.LockStatus(ctx, env.calls, generated.LockStatusKeys{Lock: name}, generated.LockStatusArgs{Field: field})
 }
 
 func (p *reentrant) leave(context.Context, string) error { return nil }
