@@ -254,15 +254,23 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 	case h.state == releasing:
 		h.cause = cause
 	case h.state == unsettled && h.holds == 1:
-		if h.watched {
-			h.watched = false
-			h.env.unrenew()
-		}
-		h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+		h.goneUnsettled(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
 	}
+}
+
+// goneUnsettled ends the context of a last hold found gone while its
+// release is unsettled: that release may be what removed the lock. The
+// hold stays unsettled: the next Unlock (or Lock) settles the release and
+// tells what it found. h.mu is held.
+func (h *hold) goneUnsettled(cause error) {
+	if h.watched {
+		h.watched = false
+		h.env.unrenew()
+	}
+	h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
 }
 
 // expire ends hold gen, under the watchdog, whose lease ran out by the
@@ -408,7 +416,9 @@ func (h *hold) stopRenewingLast(r release) {
 // (the next Unlock or Lock sends it again), or, when detached (nobody will
 // call again) and it was the last hold, to free: its renewal has stopped,
 // so the lock is gone within its lease at worst. A loss reported during
-// the release stands.
+// the release of a last hold ends its context as lose does for an
+// unsettled one (the release may be what removed the lock); during the
+// release of an earlier hold it stands.
 func (h *hold) unconfirmed(r release, err error, detached bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -424,6 +434,12 @@ func (h *hold) unconfirmed(r release, err error, detached bool) error {
 		return fmt.Errorf("the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", err, r.lease)
 	}
 	switch {
+	case pending != nil && r.holds == 1 && h.latch != "":
+		// The loss came while the release of the last hold was in
+		// flight, and that release got no reply: it may be what removed
+		// the lock, as when the loss comes after it.
+		h.state = unsettled
+		h.goneUnsettled(pending)
 	case pending != nil:
 		h.state, h.cause = lost, pending
 		h.finish(pending)
