@@ -41,9 +41,10 @@ func newWatchdog(c *Client) *renew.Watchdog {
 	return w
 }
 
-// watch puts hold gen, whose lease was set at start or later, under the
-// watchdog. It returns false when the client has closed. l.mu is held.
-func (l *Lock) watch(gen uint64, start time.Time) bool {
+// renew puts hold gen, whose lease was set at start or later, under the
+// watchdog. It returns false when the client has closed. It runs under the
+// op lock and h.mu (see Lock.renewal).
+func (l *Lock) renew(gen uint64, start time.Time) bool {
 	e, ok := l.c.wd.Add(renew.Target{Spec: lockRenewal, Key: l.name, Field: l.field}, start,
 		func(end renew.End) { l.renewalEnded(gen, end) })
 	if ok {
@@ -68,11 +69,10 @@ func (l *Lock) renewalEnded(gen uint64, end renew.End) {
 // acquisition sets a fixed lease on it: no renewal sent before it returns
 // stretches the fixed lease to WatchdogLease afterwards (see
 // renew.Entry.Pause). resume lets the watchdog renew it again, if it is
-// still watched. It returns ctx's error if ctx ends first.
+// still watched. It returns ctx's error if ctx ends first. It runs under
+// the op lock.
 func (l *Lock) pauseRenewal(ctx context.Context) (resume func(), err error) {
-	l.mu.Lock()
 	e := l.renewal // the last entry, even removed: its renewal may be in flight
-	l.mu.Unlock()
 	if e == nil {
 		return func() {}, nil
 	}
