@@ -43,10 +43,10 @@ type Lock struct {
 	invalid error  // set by a bad name
 	op      opLock // one acquisition or release of this handle at a time
 	h       hold   // the ownership state
-	// renewal is the hold's watchdog entry: the last one, kept after its
-	// removal (its renewal may be in flight). Written under both the op
-	// lock and h.mu, read under either.
-	renewal *renew.Entry
+	// renewal is the watchdog entry of the handle's holds; renewalEnd,
+	// its end callback, is set by the first renew (under the op lock).
+	renewal    renew.Entry
+	renewalEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -168,11 +168,12 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		resume, err := l.pauseRenewal(ctx)
-		if err != nil {
+		// No renewal sent before this acquisition may stretch its fixed
+		// lease to WatchdogLease afterwards (renew.Entry.Pause).
+		if err := l.renewal.Pause(ctx); err != nil {
 			return attemptResult{}, err // not sent
 		}
-		defer resume()
+		defer l.renewal.Resume()
 	}
 	a.woken = false // this attempt acts on the wake-up, if any
 	if want == 1 && l.p.queues() {
