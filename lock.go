@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lualock/lualock/internal/renew"
 )
 
 // NoExpiry is what RemainingLease returns for a lock that exists without an
@@ -43,10 +41,6 @@ type Lock struct {
 	invalid error  // set by a bad name
 	op      opLock // one acquisition or release of this handle at a time
 	h       hold   // the ownership state
-	// renewal is the hold's watchdog entry: the last one, kept after its
-	// removal (its renewal may be in flight). Written under both the op
-	// lock and h.mu, read under either.
-	renewal *renew.Entry
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -168,7 +162,7 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		resume, err := l.pauseRenewal(ctx)
+		resume, err := l.h.pauseRenewal(ctx)
 		if err != nil {
 			return attemptResult{}, err // not sent
 		}
@@ -267,25 +261,9 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	return err
 }
 
-// endHold ends hold gen with cause, for the watchdog: as lost (lost true)
-// or not (the client closed).
-func (l *Lock) endHold(gen uint64, cause error, lost bool) {
-	if lost {
-		l.h.lose(gen, cause)
-		return
-	}
-	l.h.end(gen, cause)
-}
-
-// expired ends hold gen, under the watchdog, whose lease ran out
-// unrenewed (see hold.expire).
-func (l *Lock) expired(gen uint64, cause error) { l.h.expire(gen, cause) }
-
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) unrenew()                      { l.renewal.Remove() }
-func (l *Lock) stopRenewing()                 { l.renewal.Stop() }
 func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold

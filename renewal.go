@@ -42,39 +42,25 @@ func newWatchdog(c *Client) *renew.Watchdog {
 }
 
 // renew puts hold gen, whose lease was set at start or later, under the
-// watchdog. It returns false when the client has closed. It runs under the
-// op lock and h.mu (see Lock.renewal).
-func (l *Lock) renew(gen uint64, start time.Time) bool {
-	e, ok := l.c.wd.Add(renew.Target{Spec: lockRenewal, Key: l.name, Field: l.field}, start,
+// watchdog with its protocol's renewal (holdEnv). It returns false when the
+// client has closed.
+func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
+	e, ok := l.c.wd.Add(renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.field}, start,
 		func(end renew.End) { l.renewalEnded(gen, end) })
-	if ok {
-		l.renewal = e
+	if !ok {
+		return nil, false
 	}
-	return ok
+	return e, true
 }
 
 // renewalEnded ends hold gen as its watchdog entry ended.
 func (l *Lock) renewalEnded(gen uint64, end renew.End) {
 	switch end {
 	case renew.Gone:
-		l.endHold(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone), true)
+		l.h.lose(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone))
 	case renew.Expired:
-		l.expired(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
+		l.h.expire(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
 	case renew.Closed:
-		l.endHold(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
+		l.h.end(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed))
 	}
-}
-
-// pauseRenewal keeps the watchdog off the handle's lock while an
-// acquisition sets a fixed lease on it: no renewal sent before it returns
-// stretches the fixed lease to WatchdogLease afterwards (see
-// renew.Entry.Pause). resume lets the watchdog renew it again, if it is
-// still watched. It returns ctx's error if ctx ends first. It runs under
-// the op lock.
-func (l *Lock) pauseRenewal(ctx context.Context) (resume func(), err error) {
-	e := l.renewal // the last entry, even removed: its renewal may be in flight
-	if e == nil {
-		return func() {}, nil
-	}
-	return e.Pause(ctx)
 }
