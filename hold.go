@@ -66,8 +66,8 @@ type holdEnv interface {
 // renewal is a hold's watchdog entry (a *renew.Entry).
 type renewal interface {
 	Pause(ctx context.Context) (resume func(), err error) // no renewal runs or starts until resume
-	Stop()                                               // renew no more, still report the expiry
-	Remove() bool                                        // forget it: no end is reported after
+	Stop()                                                // renew no more, still report the expiry
+	Remove() bool                                         // forget it: no end is reported after
 }
 
 // hold is the ownership state of a handle: a state machine whose
