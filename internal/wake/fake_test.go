@@ -167,11 +167,15 @@ func (c *fakeClock) armed() int {
 
 // eventually fails the test unless cond becomes true within a generous
 // bound (the machine may be loaded: this asserts an outcome, not a time).
-func eventually(t *testing.T, what string, cond func() bool) {
+// state, when given, says what the test saw instead.
+func eventually(t *testing.T, what string, cond func() bool, state ...func() []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, s := range state {
+				t.Logf("seen: %q", s())
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
