@@ -51,20 +51,24 @@ var holdStateNames = [...]string{"free", "held", "lapsed", "releasing", "unsettl
 
 func (s holdState) String() string { return holdStateNames[s] }
 
-// holdEnv is what a hold needs from its handle: the watchdog entry, the
+// holdEnv is what a hold needs from its handle: a watchdog entry, the
 // hold watcher and the observer.
 type holdEnv interface {
 	// renew puts hold gen, whose lease was set at start, under the
 	// watchdog; false when the client has closed.
-	renew(gen uint64, start time.Time) bool
-	// unrenew takes it out of the watchdog.
-	unrenew()
-	// stopRenewing renews it no more, but still reports its expiry.
-	stopRenewing()
+	renew(gen uint64, start time.Time) (renewal, bool)
 	// watch starts the hold watcher of hold gen (nil when none).
 	watch(gen uint64) *holdWatcher
 	// ended reports the end of a hold that began at since.
 	ended(cause error, since time.Time)
+}
+
+// renewal is a hold's watchdog entry (a *renew.Entry).
+type renewal interface {
+	Pause(ctx context.Context) error // no renewal runs or starts until Resume
+	Resume()
+	Stop()        // renew no more, still report the expiry
+	Remove() bool // forget it: no end is reported after
 }
 
 // hold is the ownership state of a handle: a state machine whose
@@ -82,6 +86,7 @@ type hold struct {
 	gen       uint64        // counts holds from first lock to last unlock
 	lease     time.Duration // lease of the current hold
 	watched   bool          // the watchdog renews the hold
+	entry     renewal       // the last watchdog entry, kept after its removal (a renewal of it may be in flight)
 	since     time.Time     // when the current hold's first acquisition began
 	latch     string        // releasing, unsettled: the latch key of the release request
 	cause     error         // lost: the loss; releasing: a loss reported meanwhile (pending)
@@ -175,8 +180,12 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	if first {
 		gen++
 	}
-	if lease == 0 && !h.watched && !h.env.renew(gen, start) {
-		return false
+	if lease == 0 && !h.watched {
+		e, ok := h.env.renew(gen, start)
+		if !ok {
+			return false
+		}
+		h.entry = e
 	}
 	h.holds, h.gen = want, gen
 	if first {
@@ -193,7 +202,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	}
 	if h.watched {
 		h.watched = false
-		h.env.unrenew()
+		h.entry.Remove()
 	}
 	h.lease = lease
 	h.startExpiry(start)
@@ -270,7 +279,7 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 func (h *hold) goneUnsettled(cause error) {
 	if h.watched {
 		h.watched = false
-		h.env.unrenew()
+		h.entry.Remove()
 	}
 	h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
 }
@@ -321,7 +330,7 @@ func (h *hold) finish(cause error) {
 	h.stopExpiry()
 	if h.watched {
 		h.watched = false
-		h.env.unrenew()
+		h.entry.Remove()
 	}
 	h.endContext(cause)
 }
@@ -390,7 +399,7 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	}
 	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
 	if detached && r.holds == 1 && r.watched {
-		h.env.stopRenewing()
+		h.entry.Stop()
 	}
 	if !r.resend {
 		h.latch = newLatch()
@@ -406,11 +415,36 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	return r, nil
 }
 
+// pauseRenewal keeps the watchdog off the hold while an acquisition sets
+// a fixed lease on it: no renewal sent before it returns stretches the
+// fixed lease to the watchdog's afterwards. resumeRenewal lets the watchdog
+// renew it again, if it is still watched. It returns ctx's error if ctx
+// ends first.
+func (h *hold) pauseRenewal(ctx context.Context) error {
+	h.mu.Lock()
+	e := h.entry // the last entry, even removed: its renewal may be in flight
+	h.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.Pause(ctx)
+}
+
+// resumeRenewal ends pauseRenewal.
+func (h *hold) resumeRenewal() {
+	h.mu.Lock()
+	e := h.entry
+	h.mu.Unlock()
+	if e != nil {
+		e.Resume()
+	}
+}
+
 // stopRenewingLast stops the renewal of a last hold under the watchdog
 // whose release goes on after the caller's context ended.
 func (h *hold) stopRenewingLast(r release) {
 	if r.holds == 1 && r.watched {
-		h.env.stopRenewing()
+		h.entry.Stop()
 	}
 }
 

@@ -14,10 +14,22 @@ type fakeHoldEnv struct {
 	closed                      bool
 }
 
-func (e *fakeHoldEnv) renew(uint64, time.Time) bool { e.renewed++; return !e.closed }
-func (e *fakeHoldEnv) unrenew()                     { e.unrenewed++ }
-func (e *fakeHoldEnv) stopRenewing()                { e.stopped++ }
-func (e *fakeHoldEnv) watch(uint64) *holdWatcher    { return nil }
+func (e *fakeHoldEnv) renew(uint64, time.Time) (renewal, bool) {
+	if e.closed {
+		return nil, false
+	}
+	e.renewed++
+	return fakeEntry{e}, true
+}
+
+// fakeEntry is a watchdog entry that counts what the hold asks of it.
+type fakeEntry struct{ e *fakeHoldEnv }
+
+func (f fakeEntry) Pause(context.Context) error  { return nil }
+func (f fakeEntry) Resume()                      {}
+func (f fakeEntry) Stop()                        { f.e.stopped++ }
+func (f fakeEntry) Remove() bool                 { f.e.unrenewed++; return true }
+func (e *fakeHoldEnv) watch(uint64) *holdWatcher { return nil }
 func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 	e.ends = append(e.ends, cause)
 }

@@ -43,8 +43,8 @@ type Lock struct {
 	invalid error  // set by a bad name
 	op      opLock // one acquisition or release of this handle at a time
 	h       hold   // the ownership state
-	// renewal is the watchdog entry of the handle's holds; renewalEnd,
-	// its end callback, is set by the first renew (under the op lock).
+	// renewal is the watchdog entry of the handle's holds (the hold's
+	// entry), and renewalEnd its end callback, set by the first renew.
 	renewal    renew.Entry
 	renewalEnd func(gen uint64, how renew.End)
 }
@@ -168,12 +168,10 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		// No renewal sent before this acquisition may stretch its fixed
-		// lease to WatchdogLease afterwards (renew.Entry.Pause).
-		if err := l.renewal.Pause(ctx); err != nil {
+		if err := l.h.pauseRenewal(ctx); err != nil {
 			return attemptResult{}, err // not sent
 		}
-		defer l.renewal.Resume()
+		defer l.h.resumeRenewal()
 	}
 	a.woken = false // this attempt acts on the wake-up, if any
 	if want == 1 && l.p.queues() {
@@ -268,25 +266,9 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	return err
 }
 
-// endHold ends hold gen with cause, for the watchdog: as lost (lost true)
-// or not (the client closed).
-func (l *Lock) endHold(gen uint64, cause error, lost bool) {
-	if lost {
-		l.h.lose(gen, cause)
-		return
-	}
-	l.h.end(gen, cause)
-}
-
-// expired ends hold gen, under the watchdog, whose lease ran out
-// unrenewed (see hold.expire).
-func (l *Lock) expired(gen uint64, cause error) { l.h.expire(gen, cause) }
-
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) unrenew()                      { l.renewal.Remove() }
-func (l *Lock) stopRenewing()                 { l.renewal.Stop() }
 func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold

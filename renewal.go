@@ -42,24 +42,27 @@ func newWatchdog(c *Client) *renew.Watchdog {
 }
 
 // renew puts hold gen, whose lease was set at start or later, under the
-// watchdog, with the handle's entry (one per handle, reused by its holds:
-// no allocation per hold). It returns false when the client has closed. It
-// runs under the op lock and h.mu.
-func (l *Lock) renew(gen uint64, start time.Time) bool {
+// watchdog with its protocol's renewal (holdEnv), with the handle's entry
+// (one per handle, reused by its holds: no allocation per hold). It returns
+// false when the client has closed. It runs under the op lock and h.mu.
+func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
 	if l.renewalEnd == nil {
 		l.renewalEnd = l.renewalEnded // once per handle
 	}
-	return l.c.wd.Add(&l.renewal, renew.Target{Spec: lockRenewal, Key: l.name, Field: l.field}, gen, start, l.renewalEnd)
+	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.field}, gen, start, l.renewalEnd) {
+		return nil, false
+	}
+	return &l.renewal, true
 }
 
 // renewalEnded ends hold gen as its watchdog entry ended.
 func (l *Lock) renewalEnded(gen uint64, end renew.End) {
 	switch end {
 	case renew.Gone:
-		l.endHold(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone), true)
+		l.h.lose(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone))
 	case renew.Expired:
-		l.expired(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
+		l.h.expire(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
 	case renew.Closed:
-		l.endHold(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed), false)
+		l.h.end(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed))
 	}
 }
