@@ -96,7 +96,7 @@ func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int
 
 func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch string, holds int) (*int64, error) {
 	queue, timeouts := l.fairKeys()
-	return generated.FairRelease(ctx, l.c.scripts,
+	return generated.FairRelease(ctx, l.c.calls,
 		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
 			Latch: latch},
 		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
@@ -106,7 +106,7 @@ func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch st
 
 func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, error) {
 	queue, timeouts := l.fairKeys()
-	return generated.FairForceRelease(ctx, l.c.scripts,
+	return generated.FairForceRelease(ctx, l.c.calls,
 		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel, Latch: latch},
 		generated.FairForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(),
 			Publish: l.c.cfg.publish})
@@ -116,7 +116,7 @@ func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, err
 // not get the lock.
 func (l *Lock) leaveQueue(ctx context.Context) error {
 	queue, timeouts := l.fairKeys()
-	_, err := generated.FairLeave(ctx, l.c.scripts,
+	_, err := generated.FairLeave(ctx, l.c.calls,
 		generated.FairLeaveKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
 		generated.FairLeaveArgs{Field: l.field, WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish})
 	return err

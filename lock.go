@@ -809,7 +809,7 @@ func (l *Lock) runRelease(ctx context.Context, lease time.Duration, latch string
 	if l.kind == fair {
 		return l.runFairRelease(ctx, lease, latch, holds)
 	}
-	return generated.LockRelease(ctx, l.c.scripts,
+	return generated.LockRelease(ctx, l.c.calls,
 		generated.LockReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
 		generated.LockReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field, LatchMS: l.c.cfg.UnlockLatch.Milliseconds(),
 			Publish: l.c.cfg.publish, Holds: int64(holds)})
@@ -857,7 +857,7 @@ func (l *Lock) runForceRelease(ctx context.Context, latch string) (bool, error) 
 	if l.kind == fair {
 		return l.runFairForceRelease(ctx, latch)
 	}
-	return generated.LockForceRelease(ctx, l.c.scripts,
+	return generated.LockForceRelease(ctx, l.c.calls,
 		generated.LockForceReleaseKeys{Lock: l.name, Channel: l.channel, Latch: latch},
 		generated.LockForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), Publish: l.c.cfg.publish})
 }
@@ -875,7 +875,7 @@ func (l *Lock) Status(ctx context.Context) (Status, error) {
 	if err := l.usable(ctx); err != nil {
 		return Status{}, err
 	}
-	st, err := generated.LockStatus(ctx, l.c.scripts, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
+	st, err := generated.LockStatus(ctx, l.c.calls, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: l.field})
 	if err != nil {
 		return Status{}, l.errorf("status", err)
 	}
