@@ -52,174 +52,191 @@ func wantState(t *testing.T, h *hold, s holdState, holds int) {
 	}
 }
 
-func TestHold_transitions(t *testing.T) {
-	t.Run("lock, re-enter, unlock twice", func(t *testing.T) {
-		h, env := newTestHold()
-		if ctx := h.context(); !errors.Is(context.Cause(ctx), ErrNotHeld) {
-			t.Fatalf("free hold's context cause = %v", context.Cause(ctx))
-		}
-		h.acquired(1, 0, time.Now())
-		wantState(t, h, held, 1)
-		ctx := h.context()
-		h.acquired(2, 0, time.Now())
-		wantState(t, h, held, 2)
-		r, err := h.beginRelease(latchFunc, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, h, releasing, 2)
-		if err := h.released(r, one(0)); err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, h, held, 1)
-		r, _ = h.beginRelease(latchFunc, false)
-		if err := h.released(r, one(1)); err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, h, free, 0)
-		if context.Cause(ctx) != ErrNotHeld || env.renewed != 1 || env.unrenewed != 1 || len(env.ends) != 1 {
-			t.Fatalf("cause %v, renewed %d, unrenewed %d, ends %v", context.Cause(ctx), env.renewed, env.unrenewed, env.ends)
-		}
-		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrNotHeld) {
-			t.Fatalf("release of a free hold: %v", err)
-		}
-	})
-	t.Run("a loss during the release waits for its reply", func(t *testing.T) {
-		h, _ := newTestHold()
-		h.acquired(1, 0, time.Now())
-		h.acquired(2, 0, time.Now())
-		ctx := h.context()
-		r, _ := h.beginRelease(latchFunc, false)
-		h.lose(h.generation(), ErrLockLost)
-		wantState(t, h, releasing, 2)
-		if ctx.Err() != nil {
-			t.Fatal("a pending loss ended the context")
-		}
-		if err := h.released(r, one(0)); err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, h, lost, 1)
-		if !errors.Is(context.Cause(ctx), ErrLockLost) {
-			t.Fatalf("cause %v", context.Cause(ctx))
-		}
-		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
-			t.Fatalf("unlock of a lost hold: %v", err)
-		}
-		wantState(t, h, free, 0)
-	})
-	t.Run("a last release that frees the lock makes a pending loss void", func(t *testing.T) {
-		h, _ := newTestHold()
-		h.acquired(1, 0, time.Now())
-		ctx := h.context()
-		r, _ := h.beginRelease(latchFunc, false)
-		h.lose(h.generation(), ErrLockLost)
-		if err := h.released(r, one(1)); err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, h, free, 0)
-		if context.Cause(ctx) != ErrNotHeld {
-			t.Fatalf("cause %v", context.Cause(ctx))
-		}
-	})
-	t.Run("a release without a reply is unsettled, then resent under its latch", func(t *testing.T) {
-		h, _ := newTestHold()
-		h.acquired(1, 0, time.Now())
-		r, _ := h.beginRelease(latchFunc, false)
-		boom := errors.New("boom")
-		if err := h.unconfirmed(r, boom, false); err != boom {
-			t.Fatalf("unconfirmed: %v", err)
-		}
-		wantState(t, h, unsettled, 1)
-		n := 0
-		r2, err := h.beginRelease(func() string { n++; return "latch:2" }, false)
-		if err != nil || !r2.resend || r2.latch != "latch:1" || n != 0 {
-			t.Fatalf("resend %+v, %v, new latches %d", r2, err, n)
-		}
-		// Past the latch the resend finds the lock gone: the hold ended,
-		// as asked, with no loss.
-		if err := h.released(r2, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
-			t.Fatalf("released: %v", err)
-		}
-		wantState(t, h, free, 0)
-	})
-	t.Run("a loss during a last release without a reply leaves it unsettled", func(t *testing.T) {
-		// The renewal may have found the lock gone because the release
-		// removed it: as for a loss after the release, the context ends
-		// with ErrNotHeld and the next Unlock settles the release.
-		h, env := newTestHold()
-		h.acquired(1, 0, time.Now())
-		ctx := h.context()
-		r, _ := h.beginRelease(latchFunc, false)
-		h.lose(h.generation(), ErrLockLost)
-		if err := h.unconfirmed(r, errors.New("boom"), false); err == nil {
-			t.Fatal("no error")
-		}
-		wantState(t, h, unsettled, 1)
-		if cause := context.Cause(ctx); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) || env.unrenewed != 1 {
-			t.Fatalf("cause %v, unrenewed %d", cause, env.unrenewed)
-		}
-		r, err := h.beginRelease(latchFunc, false)
-		if err != nil || !r.resend {
-			t.Fatalf("resend %+v, %v", r, err)
-		}
-		if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
-			t.Fatalf("released: %v", err)
-		}
-		wantState(t, h, free, 0)
-	})
-	t.Run("a loss during an earlier release without a reply stands", func(t *testing.T) {
-		h, _ := newTestHold()
-		h.acquired(1, 0, time.Now())
-		h.acquired(2, 0, time.Now())
-		r, _ := h.beginRelease(latchFunc, false)
-		h.lose(h.generation(), ErrLockLost)
-		_ = h.unconfirmed(r, errors.New("boom"), false)
-		wantState(t, h, lost, 2)
-	})
-	t.Run("a detached last release without a reply ends the hold", func(t *testing.T) {
-		h, env := newTestHold()
-		h.acquired(1, 0, time.Now())
-		r, _ := h.beginRelease(latchFunc, true)
-		if env.stopped != 1 {
-			t.Fatalf("renewal stopped %d times", env.stopped)
-		}
-		if err := h.unconfirmed(r, errors.New("boom"), true); err == nil {
-			t.Fatal("no error")
-		}
-		wantState(t, h, free, 0)
-	})
-	t.Run("a fixed lease running out lapses the hold", func(t *testing.T) {
-		h, env := newTestHold()
-		h.acquired(1, 5*time.Millisecond, time.Now())
-		ctx := h.context()
-		<-ctx.Done()
-		wantState(t, h, lapsed, 1)
-		if !errors.Is(context.Cause(ctx), ErrNotHeld) || env.renewed != 0 {
-			t.Fatalf("cause %v, renewed %d", context.Cause(ctx), env.renewed)
-		}
-		r, _ := h.beginRelease(latchFunc, false)
-		if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) {
-			t.Fatalf("released: %v", err)
-		}
-		wantState(t, h, free, 0)
-	})
-	t.Run("events of an older hold change nothing", func(t *testing.T) {
-		h, _ := newTestHold()
-		h.acquired(1, 0, time.Now())
-		old := h.generation()
-		r, _ := h.beginRelease(latchFunc, false)
-		_ = h.released(r, one(1))
-		h.acquired(1, 0, time.Now())
-		h.lose(old, ErrLockLost)
-		h.expire(old, ErrLockLost)
-		wantState(t, h, held, 1)
-	})
-	t.Run("no watchdog after close", func(t *testing.T) {
-		h, env := newTestHold()
-		env.closed = true
-		if h.acquired(1, 0, time.Now()) {
-			t.Fatal("acquired under a closed watchdog")
-		}
-		wantState(t, h, free, 0)
-	})
+// Lock, re-enter, unlock twice.
+func TestHold_lockReenterUnlock(t *testing.T) {
+	h, env := newTestHold()
+	if ctx := h.context(); !errors.Is(context.Cause(ctx), ErrNotHeld) {
+		t.Fatalf("free hold's context cause = %v", context.Cause(ctx))
+	}
+	h.acquired(1, 0, time.Now())
+	wantState(t, h, held, 1)
+	ctx := h.context()
+	h.acquired(2, 0, time.Now())
+	wantState(t, h, held, 2)
+	r, err := h.beginRelease(latchFunc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h, releasing, 2)
+	if err := h.released(r, one(0)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h, held, 1)
+	r, _ = h.beginRelease(latchFunc, false)
+	if err := h.released(r, one(1)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h, free, 0)
+	if context.Cause(ctx) != ErrNotHeld || env.renewed != 1 || env.unrenewed != 1 || len(env.ends) != 1 {
+		t.Fatalf("cause %v, renewed %d, unrenewed %d, ends %v", context.Cause(ctx), env.renewed, env.unrenewed, env.ends)
+	}
+	if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("release of a free hold: %v", err)
+	}
+}
+
+// A loss during the release waits for its reply.
+func TestHold_lose_duringReleaseWaitsForReply(t *testing.T) {
+	h, _ := newTestHold()
+	h.acquired(1, 0, time.Now())
+	h.acquired(2, 0, time.Now())
+	ctx := h.context()
+	r, _ := h.beginRelease(latchFunc, false)
+	h.lose(h.generation(), ErrLockLost)
+	wantState(t, h, releasing, 2)
+	if ctx.Err() != nil {
+		t.Fatal("a pending loss ended the context")
+	}
+	if err := h.released(r, one(0)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h, lost, 1)
+	if !errors.Is(context.Cause(ctx), ErrLockLost) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("unlock of a lost hold: %v", err)
+	}
+	wantState(t, h, free, 0)
+}
+
+// A last release that frees the lock makes a pending loss void.
+func TestHold_lose_voidedByLastRelease(t *testing.T) {
+	h, _ := newTestHold()
+	h.acquired(1, 0, time.Now())
+	ctx := h.context()
+	r, _ := h.beginRelease(latchFunc, false)
+	h.lose(h.generation(), ErrLockLost)
+	if err := h.released(r, one(1)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h, free, 0)
+	if context.Cause(ctx) != ErrNotHeld {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+}
+
+// A release without a reply is unsettled, then resent under its latch.
+func TestHold_unconfirmed_resentUnderLatch(t *testing.T) {
+	h, _ := newTestHold()
+	h.acquired(1, 0, time.Now())
+	r, _ := h.beginRelease(latchFunc, false)
+	boom := errors.New("boom")
+	if err := h.unconfirmed(r, boom, false); err != boom {
+		t.Fatalf("unconfirmed: %v", err)
+	}
+	wantState(t, h, unsettled, 1)
+	n := 0
+	r2, err := h.beginRelease(func() string { n++; return "latch:2" }, false)
+	if err != nil || !r2.resend || r2.latch != "latch:1" || n != 0 {
+		t.Fatalf("resend %+v, %v, new latches %d", r2, err, n)
+	}
+	// Past the latch the resend finds the lock gone: the hold ended,
+	// as asked, with no loss.
+	if err := h.released(r2, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+		t.Fatalf("released: %v", err)
+	}
+	wantState(t, h, free, 0)
+}
+
+// A loss during a last release without a reply leaves it unsettled.
+func TestHold_lose_duringUnconfirmedLastRelease(t *testing.T) {
+	// The renewal may have found the lock gone because the release
+	// removed it: as for a loss after the release, the context ends
+	// with ErrNotHeld and the next Unlock settles the release.
+	h, env := newTestHold()
+	h.acquired(1, 0, time.Now())
+	ctx := h.context()
+	r, _ := h.beginRelease(latchFunc, false)
+	h.lose(h.generation(), ErrLockLost)
+	if err := h.unconfirmed(r, errors.New("boom"), false); err == nil {
+		t.Fatal("no error")
+	}
+	wantState(t, h, unsettled, 1)
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) || env.unrenewed != 1 {
+		t.Fatalf("cause %v, unrenewed %d", cause, env.unrenewed)
+	}
+	r, err := h.beginRelease(latchFunc, false)
+	if err != nil || !r.resend {
+		t.Fatalf("resend %+v, %v", r, err)
+	}
+	if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+		t.Fatalf("released: %v", err)
+	}
+	wantState(t, h, free, 0)
+}
+
+// A loss during an earlier release without a reply stands.
+func TestHold_lose_duringUnconfirmedEarlierRelease(t *testing.T) {
+	h, _ := newTestHold()
+	h.acquired(1, 0, time.Now())
+	h.acquired(2, 0, time.Now())
+	r, _ := h.beginRelease(latchFunc, false)
+	h.lose(h.generation(), ErrLockLost)
+	_ = h.unconfirmed(r, errors.New("boom"), false)
+	wantState(t, h, lost, 2)
+}
+
+// A detached last release without a reply ends the hold.
+func TestHold_unconfirmed_detachedLastRelease(t *testing.T) {
+	h, env := newTestHold()
+	h.acquired(1, 0, time.Now())
+	r, _ := h.beginRelease(latchFunc, true)
+	if env.stopped != 1 {
+		t.Fatalf("renewal stopped %d times", env.stopped)
+	}
+	if err := h.unconfirmed(r, errors.New("boom"), true); err == nil {
+		t.Fatal("no error")
+	}
+	wantState(t, h, free, 0)
+}
+
+// A fixed lease running out lapses the hold.
+func TestHold_end_fixedLeaseLapses(t *testing.T) {
+	h, env := newTestHold()
+	h.acquired(1, 5*time.Millisecond, time.Now())
+	ctx := h.context()
+	<-ctx.Done()
+	wantState(t, h, lapsed, 1)
+	if !errors.Is(context.Cause(ctx), ErrNotHeld) || env.renewed != 0 {
+		t.Fatalf("cause %v, renewed %d", context.Cause(ctx), env.renewed)
+	}
+	r, _ := h.beginRelease(latchFunc, false)
+	if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("released: %v", err)
+	}
+	wantState(t, h, free, 0)
+}
+
+// Events of an older hold change nothing.
+func TestHold_staleEvents(t *testing.T) {
+	h, _ := newTestHold()
+	h.acquired(1, 0, time.Now())
+	old := h.generation()
+	r, _ := h.beginRelease(latchFunc, false)
+	_ = h.released(r, one(1))
+	h.acquired(1, 0, time.Now())
+	h.lose(old, ErrLockLost)
+	h.expire(old, ErrLockLost)
+	wantState(t, h, held, 1)
+}
+
+// No watchdog after close.
+func TestHold_acquired_closedWatchdog(t *testing.T) {
+	h, env := newTestHold()
+	env.closed = true
+	if h.acquired(1, 0, time.Now()) {
+		t.Fatal("acquired under a closed watchdog")
+	}
+	wantState(t, h, free, 0)
 }
