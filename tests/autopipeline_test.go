@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // Options.Scripter with go-redis's auto-pipeliner (rdb.AutoPipeline(),
@@ -45,7 +46,7 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		// Counted on their way into the auto-pipeliner, which sends them.
-		sc := &scScripter{Scripter: apScripter(t, rdb)}
+		sc := &backends.Recorder{Scripter: apScripter(t, rdb)}
 		c := lkNew(t, rdb, lualock.Options{Scripter: sc, UnlockLatch: 200 * time.Millisecond})
 		const workers, names = 16, 4
 		n := 40
@@ -140,7 +141,7 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 		}
 		lkNoKeys(t, rdb, name)
 		// Two acquisitions and two releases per round, for both kinds.
-		if calls, want := sc.count("evalsha"), 2*workers*n*4; calls < want {
+		if calls, want := sc.Count("evalsha"), 2*workers*n*4; calls < want {
 			t.Errorf("%d script calls through the auto-pipeliner, want at least the %d of the rounds", calls, want)
 		}
 	})

@@ -47,7 +47,7 @@ type backend struct {
 // server's does), the shared standalone redis-server and the shared
 // 3-master cluster. The real servers skip (or fail, with
 // LUALOCK_REQUIRE_REDIS=1) when redis-server is not installed.
-func backends() []backend {
+func backendList() []backend {
 	return []backend{
 		{name: "miniredis", new: newMini},
 		{name: "standalone", new: func(t *testing.T) redis.UniversalClient {
@@ -67,7 +67,7 @@ func backends() []backend {
 
 // forEachBackend runs f as a subtest on every backend.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend, rdb redis.UniversalClient)) {
-	for _, b := range backends() {
+	for _, b := range backendList() {
 		t.Run(b.name, func(t *testing.T) {
 			rdb := b.new(t)
 			f(t, b, rdb)
@@ -149,7 +149,7 @@ func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 
 // failScript fails the EVALSHA calls of one script without sending them,
 // while armed: with io.EOF an outcome the client cannot know, with a Redis
-// error reply (scRedisErr) a server that refuses the call. When field is
+// error reply (backends.RedisErr) a server that refuses the call. When field is
 // set, only the calls whose ARGV[2] (the owner field of the acquire and
 // release scripts) is field fail.
 type failScript struct {

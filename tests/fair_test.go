@@ -18,6 +18,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // The fair lock's integration tests. Helpers are prefixed with ft (fair
@@ -112,7 +113,7 @@ func ftWindDown(t *testing.T, rdb redis.UniversalClient, k ftNames, holder strin
 func ftWoken(t *testing.T, rdb redis.UniversalClient, sub *redis.PubSub, k ftNames) []string {
 	t.Helper()
 	var got []string
-	for _, m := range scMessages(t, rdb, sub, false, k.waiterChannel(ftBarrier)) {
+	for _, m := range backends.Messages(t, rdb, sub, false, k.waiterChannel(ftBarrier)) {
 		got = append(got, strings.TrimSuffix(strings.TrimPrefix(m, k.channel+":"), "=0"))
 	}
 	return got
@@ -1152,7 +1153,7 @@ func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
 		if err := holder.LockLease(ctx, time.Minute); err != nil {
 			t.Fatalf("holder LockLease: %v", err)
 		}
-		hook := &failScript{sha: generated.FairAcquireSHA1, err: scRedisErr("ERR injected: the server refused the call")}
+		hook := &failScript{sha: generated.FairAcquireSHA1, err: backends.RedisErr("ERR injected: the server refused the call")}
 		fc := ftClient(t, lkHooked(t, rdb, hook), lualock.Options{FairWait: 10 * time.Second})
 		failing := fc.NewFairLock(name)
 		failed := make(chan error, 1)
@@ -2074,7 +2075,7 @@ func TestFairLeave_wakesFirstLiveWaiter(t *testing.T) {
 		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		sub := scSubscribe(t, rdb, false, k.waiterChannel("stale"), k.waiterChannel("live"), k.waiterChannel(ftBarrier))
+		sub := backends.Subscribe(t, rdb, false, k.waiterChannel("stale"), k.waiterChannel("live"), k.waiterChannel(ftBarrier))
 		if ok, err := ftLeave(ctx, rdb, k, "leaver", wait); err != nil || !ok {
 			t.Fatalf("leaver leaves = %v, %v", ok, err)
 		}
@@ -2108,7 +2109,7 @@ func TestFairAcquire_noSelfWake(t *testing.T) {
 				t.Fatalf("%s: %v", f, err)
 			}
 		}
-		sub := scSubscribe(t, rdb, false, k.waiterChannel("me"), k.waiterChannel("other"), k.waiterChannel(ftBarrier))
+		sub := backends.Subscribe(t, rdb, false, k.waiterChannel("me"), k.waiterChannel("other"), k.waiterChannel(ftBarrier))
 		past := float64(time.Now().UnixMilli() - 1_000)
 		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: past, Member: "dead"}, redis.Z{Score: past, Member: "dead2"}).Err(); err != nil {
 			t.Fatal(err)

@@ -163,7 +163,7 @@ func TestWatchHolds_cost(t *testing.T) {
 	if os.Getenv("LUALOCK_MEASURE_WATCH") != "1" {
 		t.Skip("set LUALOCK_MEASURE_WATCH=1 to measure")
 	}
-	rdb := backends()[1].new(t)
+	rdb := backendList()[1].new(t)
 	ctx := context.Background()
 	info := func(field string) int64 {
 		s, err := rdb.Info(ctx, "memory", "stats").Result()

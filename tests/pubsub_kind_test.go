@@ -100,7 +100,7 @@ func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, s
 func TestClient_PubSub_foreignRelease(t *testing.T) {
 	shortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
-	for _, b := range backends() {
+	for _, b := range backendList() {
 		if b.mini != nil || b.name == "miniredis" {
 			continue // no SPUBLISH in miniredis
 		}
@@ -229,7 +229,7 @@ func maxDur(ds []time.Duration) time.Duration {
 func TestClient_PubSub_publishes(t *testing.T) {
 	shortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
-	for _, b := range backends() {
+	for _, b := range backendList() {
 		if b.name == "miniredis" {
 			continue
 		}
@@ -293,7 +293,7 @@ func TestClient_PubSub_publishes(t *testing.T) {
 // sentinel-managed Redis, where Redisson uses plain pub/sub) is not taken
 // for a Redis Cluster: the default publishes with PUBLISH, not SPUBLISH.
 func TestClient_PubSub_autoClusterSlots(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range backendList() {
 		if b.name != "standalone" {
 			continue
 		}

@@ -21,7 +21,7 @@ import (
 // SPUBLISH): a waiter blocked in Lock is woken by the release's SPUBLISH long
 // before its fallback timer, and every subscription is gone afterwards.
 func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range backendList() {
 		if b.name == "miniredis" {
 			continue
 		}
