@@ -118,3 +118,8 @@ func NewMini(t *testing.T) redis.UniversalClient {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// OnClient adapts a scenario that needs only the client to Scenario.Run.
+func OnClient(f func(t *testing.T, rdb redis.UniversalClient)) func(t *testing.T, b Backend, rdb redis.UniversalClient) {
+	return func(t *testing.T, _ Backend, rdb redis.UniversalClient) { f(t, rdb) }
+}

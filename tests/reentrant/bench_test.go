@@ -1,4 +1,4 @@
-package tests
+package reentrant_test
 
 import (
 	"context"
@@ -12,41 +12,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock"
-	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // Benchmarks run against the shared standalone redis-server. Each reports
 // its rate beside a reference measured in the same run (go-redis PING, an
 // in-process sync.Mutex), so the ratios hold on a noisy machine:
 //
-//	go test ./tests -run '^$' -bench . -benchtime 3s -count 5
-
-func benchClient(b *testing.B) (redis.UniversalClient, *lualock.Client) {
-	b.Helper()
-	return benchClientOpts(b, false)
-}
-
-// benchClientOpts is benchClient; with autoPipeline, the lock scripts go
-// through go-redis's auto-pipeliner (Options.Scripter).
-func benchClientOpts(b *testing.B, autoPipeline bool) (redis.UniversalClient, *lualock.Client) {
-	b.Helper()
-	s := harness.SharedStandalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 64})
-	var opts lualock.Options
-	if autoPipeline {
-		opts.Scripter = apScripter(b, rdb)
-	}
-	c, err := lualock.New(rdb, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = c.Close()
-		_ = rdb.Close()
-	})
-	return rdb, c
-}
+//	go test ./tests/reentrant -run '^$' -bench . -benchtime 3s -count 5
 
 // pingRate measures go-redis PING round trips per second over d with g
 // goroutines.
@@ -88,7 +61,7 @@ func BenchmarkLock_uncontended(b *testing.B) {
 			name += "/scripter=autopipeline"
 		}
 		b.Run(name, func(b *testing.B) {
-			rdb, c := benchClientOpts(b, tc.ap)
+			rdb, c := backends.BenchClient(b, tc.ap)
 			ctx := context.Background()
 			prefix := fmt.Sprintf("bench-uncontended-%d-%d-", g, time.Now().UnixNano())
 			var next atomic.Int64
