@@ -1,4 +1,4 @@
-package tests
+package pubsub_test
 
 import (
 	"context"
@@ -14,204 +14,19 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// The reentrant lock's scenarios, each written once as a function of
-// (t, rdb, ...) and run on every backend by a TestLock_* / TestClient_*
-// function. Tests whose bounds are in milliseconds stay sequential (they
-// run before the parallel ones, on an otherwise idle machine); the load
-// tests run their three backends in parallel.
-//
-// Helpers of this file start with lk so that they do not collide with the
-// helpers of the other suites of this package.
-
-// lkNew returns a lualock client on rdb, closed by the test's cleanup.
-func lkNew(t *testing.T, rdb redis.UniversalClient, o lualock.Options) *lualock.Client {
-	t.Helper()
-	c, err := lualock.New(rdb, o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return c
-}
-
-// lkChannel is the release channel of lock name (a name without braces).
-func lkChannel(name string) string { return "redisson_lock__channel:{" + name + "}" }
-
-// lkGlob escapes s for a Redis glob pattern.
-func lkGlob(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-	return r.Replace(s)
-}
-
-// lkChannels lists the pub/sub channels matching pattern that have a
-// subscriber, plain (PUBSUB CHANNELS) or sharded (PUBSUB SHARDCHANNELS: the
-// default on a cluster), on every master of a cluster.
-func lkChannels(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list := func(ctx context.Context, c redis.UniversalClient) ([]string, error) {
-		chs, err := c.PubSubChannels(ctx, pattern).Result()
-		if err != nil {
-			return nil, err
-		}
-		shard, err := c.PubSubShardChannels(ctx, pattern).Result()
-		if lkNoShard(err) {
-			return chs, nil
-		}
-		return append(chs, shard...), err
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		var mu sync.Mutex
-		var all []string
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			chs, err := list(ctx, c)
-			mu.Lock()
-			all = append(all, chs...)
-			mu.Unlock()
-			return err
-		})
-		if err != nil {
-			t.Fatalf("PUBSUB CHANNELS %s: %v", pattern, err)
-		}
-		return all
-	}
-	chs, err := list(ctx, rdb)
-	if err != nil {
-		t.Fatalf("PUBSUB CHANNELS %s: %v", pattern, err)
-	}
-	return chs
-}
-
-// lkNoShard reports whether err says that the server has no sharded pub/sub
-// (miniredis): it then has no sharded subscribers either.
-func lkNoShard(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "unknown subcommand")
-}
-
-// lkNumSub returns the number of subscribers of each channel, plain
-// (PUBSUB NUMSUB) and sharded (PUBSUB SHARDNUMSUB, asked one channel at a
-// time: the default on a cluster), summed over the masters of a cluster.
-func lkNumSub(t *testing.T, rdb redis.UniversalClient, channels []string) map[string]int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	sum := map[string]int64{}
-	add := func(ctx context.Context, c redis.UniversalClient) error {
-		m, err := c.PubSubNumSub(ctx, channels...).Result()
-		for k, v := range m {
-			sum[k] += v
-		}
-		if err != nil {
-			return err
-		}
-		for _, ch := range channels {
-			m, err := c.PubSubShardNumSub(ctx, ch).Result()
-			if lkNoShard(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			sum[ch] += m[ch]
-		}
-		return nil
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		var mu sync.Mutex
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			mu.Lock()
-			defer mu.Unlock()
-			return add(ctx, c)
-		})
-		if err != nil {
-			t.Fatalf("PUBSUB NUMSUB: %v", err)
-		}
-		return sum
-	}
-	if err := add(ctx, rdb); err != nil {
-		t.Fatalf("PUBSUB NUMSUB: %v", err)
-	}
-	return sum
-}
-
-// lkEventually polls cond every 10 ms until it holds or d has passed, and
-// reports whether it held.
-func lkEventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// lkWaitDone waits up to d for ctx to end and returns how long it took,
-// failing the test when it did not end.
-func lkWaitDone(t *testing.T, ctx context.Context, d time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return time.Since(start)
-	case <-time.After(d):
-		t.Fatalf("%s: the hold's Done did not fire within %v", what, d)
-		return 0
-	}
-}
-
-// lkHolds reads the hold count of l in Redis, failing the test on error.
-func lkHolds(t *testing.T, ctx context.Context, l *lualock.Lock) int {
-	t.Helper()
-	n, err := l.HoldCount(ctx)
-	if err != nil {
-		t.Fatalf("HoldCount: %v", err)
-	}
-	return n
-}
-
-// lkNoKeys fails the test when a key of name is left (latches excluded).
-func lkNoKeys(t *testing.T, rdb redis.UniversalClient, name string) {
-	t.Helper()
-	if left := keysLeft(t, rdb, name, false); len(left) > 0 {
-		t.Errorf("keys left behind: %q", left)
-	}
-}
-
-// lkUnlockLater unlocks l in the test's cleanup if it still holds it, under
-// a fresh context (the test's own is cancelled by then).
-func lkUnlockLater(t *testing.T, l *lualock.Lock) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		for range 8 {
-			if l.Unlock(ctx) != nil {
-				return
-			}
-		}
-	})
-}
-
 func TestLock_Lock_noChannelsLeft(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		// 32 x 5 000 tasks as the issue says on the real servers: with
 		// -race on a 2-CPU machine ~22 s on the standalone server and ~26 s
 		// on the cluster. miniredis (~4 ms a task: gopher-lua parses every
 		// script call) gets 32 x 40. -short: 32 x 150 and 32 x 10.
-		tasks := scale(5000, 150)
-		if b.name == "miniredis" {
-			tasks = scale(40, 10)
+		tasks := backends.Scale(5000, 150)
+		if b.Name == "miniredis" {
+			tasks = backends.Scale(40, 10)
 		}
 		testNoChannelsLeft(t, rdb, 32, tasks, 5)
 	})
@@ -221,8 +36,8 @@ func TestLock_Lock_noChannelsLeft(t *testing.T) {
 // channel of these locks is subscribed any more.
 func testNoChannelsLeft(t *testing.T, rdb redis.UniversalClient, workers, tasks, names int) {
 	ctx := t.Context()
-	base := uniqueName(t)
-	cs := []*lualock.Client{lkNew(t, rdb, lualock.Options{}), lkNew(t, rdb, lualock.Options{})}
+	base := backends.UniqueName(t)
+	cs := []*lualock.Client{backends.NewClient(t, rdb, lualock.Options{}), backends.NewClient(t, rdb, lualock.Options{})}
 	failures := make(chan string, workers)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -256,32 +71,32 @@ func testNoChannelsLeft(t *testing.T, rdb redis.UniversalClient, workers, tasks,
 		}
 		// Channels linger for Options.SubscriptionLinger after their last
 		// waiter got the lock.
-		if !lkEventually(2*time.Second, func() bool { return c.Stats().Subscriptions == 0 }) {
+		if !backends.Eventually(2*time.Second, func() bool { return c.Stats().Subscriptions == 0 }) {
 			t.Errorf("Stats 2s after the run = %+v, want no subscription", c.Stats())
 		}
 	}
-	pattern := lkGlob(lkChannel(base)[:len(lkChannel(base))-1]) + "*"
+	pattern := backends.Glob(backends.Channel(base)[:len(backends.Channel(base))-1]) + "*"
 	var left []string
-	if !lkEventually(2*time.Second, func() bool {
-		left = lkChannels(t, rdb, pattern)
+	if !backends.Eventually(2*time.Second, func() bool {
+		left = backends.Channels(t, rdb, pattern)
 		return len(left) == 0
 	}) {
 		t.Errorf("channels still subscribed 2s after the run: %q", left)
 	}
 	for i := range names {
-		lkNoKeys(t, rdb, fmt.Sprintf("%s_%d", base, i))
+		backends.NoKeys(t, rdb, fmt.Sprintf("%s_%d", base, i))
 	}
 }
 
 func TestClient_Stats_sharedPubSub(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		// 10 000 waiters on 100 locks as the issue says on the real
 		// servers; miniredis (gopher-lua parses every script call) gets
 		// 2 000. -short: 1 000 and 300.
-		waiters := scale(10000, 1000)
-		if b.name == "miniredis" {
-			waiters = scale(2000, 300)
+		waiters := backends.Scale(10000, 1000)
+		if b.Name == "miniredis" {
+			waiters = backends.Scale(2000, 300)
 		}
 		testStatsSharedPubSub(t, b, rdb, waiters, 100)
 	})
@@ -289,29 +104,29 @@ func TestClient_Stats_sharedPubSub(t *testing.T) {
 
 // Scenario 19: many goroutines waiting on many locks share one pub/sub
 // connection and one subscription per lock.
-func testStatsSharedPubSub(t *testing.T, b backend, rdb redis.UniversalClient, waiters, locks int) {
+func testStatsSharedPubSub(t *testing.T, b backends.Backend, rdb redis.UniversalClient, waiters, locks int) {
 	ctx := t.Context()
 	clientName := ""
-	if r, ok := rdb.(*redis.Client); ok && b.name == "standalone" {
+	if r, ok := rdb.(*redis.Client); ok && b.Name == "standalone" {
 		// A dedicated client with a name, to find our connections in
 		// CLIENT LIST on the shared server.
-		clientName = uniqueName(t)
+		clientName = backends.UniqueName(t)
 		rdb = redis.NewClient(&redis.Options{Addr: r.Options().Addr, ClientName: clientName})
 		t.Cleanup(func() { _ = rdb.Close() })
 	}
-	holders := lkNew(t, rdb, lualock.Options{})
-	c := lkNew(t, rdb, lualock.Options{})
-	base := uniqueName(t)
+	holders := backends.NewClient(t, rdb, lualock.Options{})
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	base := backends.UniqueName(t)
 	names := make([]string, locks)
 	channels := make([]string, locks)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s_%d", base, i)
-		channels[i] = lkChannel(names[i])
+		channels[i] = backends.Channel(names[i])
 		l := holders.NewLock(names[i])
 		if err := l.Lock(ctx); err != nil {
 			t.Fatalf("Lock: %v", err)
 		}
-		lkUnlockLater(t, l)
+		backends.UnlockLater(t, l)
 	}
 
 	wctx, cancel := context.WithCancel(ctx)
@@ -322,7 +137,7 @@ func testStatsSharedPubSub(t *testing.T, b backend, rdb redis.UniversalClient, w
 		go func() { errs <- c.NewLock(names[i%locks]).Lock(wctx) }()
 	}
 	var s lualock.Stats
-	if !lkEventually(30*time.Second, func() bool {
+	if !backends.Eventually(30*time.Second, func() bool {
 		s = c.Stats()
 		return s.Waiters == waiters
 	}) {
@@ -330,7 +145,7 @@ func testStatsSharedPubSub(t *testing.T, b backend, rdb redis.UniversalClient, w
 	}
 	t.Logf("%d waiters on %d locks after %v: %+v", waiters, locks, time.Since(start), s)
 	maxConns := 1
-	if b.cluster {
+	if b.Cluster {
 		maxConns = 3 // sharded pub/sub, the default on a cluster: one per primary
 	}
 	if s.PubSubConns < 1 || s.PubSubConns > maxConns || s.Subscriptions > locks || s.Subscriptions < 1 {
@@ -341,8 +156,8 @@ func testStatsSharedPubSub(t *testing.T, b backend, rdb redis.UniversalClient, w
 	// the server's counts may lag behind for a moment (with few waiters,
 	// when Waiters is reached quickly).
 	var numsub map[string]int64
-	lkEventually(5*time.Second, func() bool {
-		numsub = lkNumSub(t, rdb, channels)
+	backends.Eventually(5*time.Second, func() bool {
+		numsub = backends.NumSub(t, rdb, channels)
 		for _, n := range numsub {
 			if n != 1 {
 				return false
@@ -391,16 +206,17 @@ func testStatsSharedPubSub(t *testing.T, b backend, rdb redis.UniversalClient, w
 	}
 }
 
-// The Redisson side of the interop test: Redisson 3.x's RedissonLock
-// scripts, verbatim apart from the line breaks (tryLockInnerAsync and
-// unlockInnerAsync). KEYS[1] is the lock, KEYS[2] its channel; the owner
-// field is "<connection manager UUID>:<thread id>".
+// TestLock_Lock_fallbackTimerAfterHandoff: waiters share one fallback timer
+// per channel. When it wakes one waiter and that one takes the lock with a
+// fixed lease that then runs out (nothing is published), the other waiter
+// must still get its turn about one lease later, not hang until its context
+// ends (Redisson #5761).
 func TestLock_Lock_fallbackTimerAfterHandoff(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		ctx := t.Context()
-		c := lkNew(t, rdb, lualock.Options{MaxWaitTimer: 5 * time.Second})
-		name := uniqueName(t)
+		c := backends.NewClient(t, rdb, lualock.Options{MaxWaitTimer: 5 * time.Second})
+		name := backends.UniqueName(t)
 		const lease = 300 * time.Millisecond
 		if err := c.NewLock(name).LockLease(ctx, lease); err != nil {
 			t.Fatal(err)
@@ -447,17 +263,17 @@ func TestClient_pubsubReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	name := uniqueName(t)
+	name := backends.UniqueName(t)
 	holder, waiter := c.NewLock(name), c.NewLock(name)
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	subscribers := func() int64 {
-		m, err := admin.PubSubNumSub(ctx, lkChannel(name)).Result()
+		m, err := admin.PubSubNumSub(ctx, backends.Channel(name)).Result()
 		if err != nil {
 			t.Fatalf("PUBSUB NUMSUB: %v", err)
 		}
-		return m[lkChannel(name)]
+		return m[backends.Channel(name)]
 	}
 	type result struct {
 		at  time.Time
@@ -468,13 +284,13 @@ func TestClient_pubsubReconnect(t *testing.T) {
 		err := waiter.Lock(ctx)
 		done <- result{time.Now(), err}
 	}()
-	waitFor(t, func() bool { return subscribers() == 1 })
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { return subscribers() == 1 })
 	killed, err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
 	if err != nil || killed != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1 connection killed", killed, err)
 	}
-	waitFor(t, func() bool { return subscribers() == 1 }) // subscribed again
-	time.Sleep(50 * time.Millisecond)                     // let a retry the reconnect caused pass
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { return subscribers() == 1 }) // subscribed again
+	time.Sleep(50 * time.Millisecond)                                                          // let a retry the reconnect caused pass
 	select {
 	case r := <-done:
 		t.Fatalf("waiter returned while the lock was held: %v", r.err)
