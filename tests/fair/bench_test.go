@@ -18,8 +18,8 @@ import (
 )
 
 // Benchmarks run against the shared standalone redis-server. Each reports
-// its rate beside a reference measured in the same run (go-redis PING, an
-// in-process sync.Mutex), so the ratios hold on a noisy machine:
+// its rate beside a reference measured in the same run (an in-process
+// sync.Mutex), so the ratios hold on a noisy machine:
 //
 //	go test ./tests/fair -run '^$' -bench . -benchtime 3s -count 5
 

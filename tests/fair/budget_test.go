@@ -14,6 +14,12 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 5: a dead waiter delays the queue by one wait budget at most.
+
+// queueSampler reads the queue and the deadlines every few ms and records each
+// deadline that lies beyond now + lease + budget × position (position
+// 1-based in the queue).
 type queueSampler struct {
 	stop    chan struct{}
 	done    chan struct{}
@@ -257,10 +263,3 @@ func TestFairLock_Lock_shortBudgetKeepsOrder(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, hc, c)
 	})
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 6: a cancelled waiter leaves the queue before Lock returns.
-
-// TestFairLock_Lock_cancelLeavesQueue: when the context of a waiting Lock
-// ends (cancelled, or its deadline passed), the waiter is out of the queue
-// and the deadline set as soon as Lock returns, with no polling.

@@ -13,6 +13,9 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 4: deadline drift, at the script level with fake owner ids.
+
 const (
 	driftLease = 30_000 // ms
 	driftWait  = 5_000  // ms
@@ -273,10 +276,3 @@ func mapsEqual(a, b map[string]int64) bool {
 	}
 	return true
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 5: a dead waiter delays the queue by one wait budget at most.
-
-// queueSampler reads the queue and the deadlines every few ms and records each
-// deadline that lies beyond now + lease + budget × position (position
-// 1-based in the queue).

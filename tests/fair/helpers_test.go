@@ -105,7 +105,7 @@ func windDown(t *testing.T, rdb redis.UniversalClient, k fairKeys, holder string
 
 // wokenFields returns, in order, the owner fields whose waiter channel sub has
 // received a message on so far. sub must also be subscribed to the
-// barrier waiter channel (see scMessages: no sleeping).
+// barrier waiter channel (see backends.Messages: no sleeping).
 func wokenFields(t *testing.T, rdb redis.UniversalClient, sub *redis.PubSub, k fairKeys) []string {
 	t.Helper()
 	var got []string
@@ -255,12 +255,3 @@ func (e *errList) report(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 1: FIFO order, one client and one client per goroutine.
-
-// TestFairLock_Lock_fifoOrder: waiters that arrive one after the other
-// while the lock is held get it in their order of arrival. 2×NumCPU
-// goroutines (at least 8) start 10ms apart, each once the one before is
-// queued, each with its own handle on one shared client. Redisson's test
-// holds for 1s; here each holder holds 50ms.

@@ -16,6 +16,12 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 6: a cancelled waiter leaves the queue before Lock returns.
+
+// TestFairLock_Lock_cancelLeavesQueue: when the context of a waiting Lock
+// ends (cancelled, or its deadline passed), the waiter is out of the queue
+// and the deadline set as soon as Lock returns, with no polling.
 func TestFairLock_Lock_cancelLeavesQueue(t *testing.T) {
 	t.Parallel()
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
@@ -225,8 +231,3 @@ func TestFairLock_Lock_errorLeavesQueue(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, c, fc)
 	})
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 7: no hot loop behind a dead waiter.
-
-// cmdCounter counts the acquire script calls of one client's owner fields.

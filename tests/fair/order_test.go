@@ -15,6 +15,14 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 1: FIFO order, one client and one client per goroutine.
+
+// TestFairLock_Lock_fifoOrder: waiters that arrive one after the other
+// while the lock is held get it in their order of arrival. 2×NumCPU
+// goroutines (at least 8) start 10ms apart, each once the one before is
+// queued, each with its own handle on one shared client. Redisson's test
+// holds for 1s; here each holder holds 50ms.
 func TestFairLock_Lock_fifoOrder(t *testing.T) {
 	t.Parallel()
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
@@ -231,6 +239,3 @@ func TestFairLock_LockLease_manyWaiters(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, c)
 	})
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 4: deadline drift, at the script level with fake owner ids.

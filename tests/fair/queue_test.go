@@ -11,6 +11,11 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// TestFairAcquire_staleWaiterKeepsOrder: a newcomer that queues behind a
+// stale waiter (its deadline passed, not purged yet because it is not the
+// head) gets the deadline of its place in a live chain, not a single budget
+// from now; so the next handoff does not get it purged, and the waiter that
+// queued after it does not overtake it.
 func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()

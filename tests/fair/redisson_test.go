@@ -15,6 +15,12 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 9: interop with a Redisson-style fair client.
+
+// foreignAcquire is the acquire algorithm of PROTOCOL.md and the seeds
+// (steps 1-5), as Redisson runs it: the caller's clock comes in ARGV[4].
+// It stands for Java Redisson, which is why it is Lua in Go.
 const foreignAcquire = `
 while true do
   local first = redis.call('lindex', KEYS[2], 0)
@@ -244,9 +250,3 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, c)
 	})
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 11: re-entry, hold count, force unlock, TryLock timeout.
-
-// TestFairLock_Lock_reentry: the holder may lock again without queueing;
-// the hold count follows, and the lock is free after as many unlocks.

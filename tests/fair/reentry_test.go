@@ -13,6 +13,11 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 11: re-entry, hold count, force unlock, TryLock timeout.
+
+// TestFairLock_Lock_reentry: the holder may lock again without queueing;
+// the hold count follows, and the lock is free after as many unlocks.
 func TestFairLock_Lock_reentry(t *testing.T) {
 	t.Parallel()
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
@@ -194,9 +199,3 @@ func TestFairLock_TryLock_timeoutLeavesQueue(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, c)
 	})
 }
-
-// TestFairAcquire_staleWaiterKeepsOrder: a newcomer that queues behind a
-// stale waiter (its deadline passed, not purged yet because it is not the
-// head) gets the deadline of its place in a live chain, not a single budget
-// from now; so the next handoff does not get it purged, and the waiter that
-// queued after it does not overtake it.

@@ -17,6 +17,10 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// ---------------------------------------------------------------------------
+// Scenario 7: no hot loop behind a dead waiter.
+
+// cmdCounter counts the acquire script calls of one client's owner fields.
 type cmdCounter struct {
 	backends.PassHook
 	prefix string
@@ -327,10 +331,3 @@ func TestFairLock_Unlock_wakesOnlyHead(t *testing.T) {
 		checkClean(t, rdb, name, time.Second, c)
 	})
 }
-
-// ---------------------------------------------------------------------------
-// Scenario 9: interop with a Redisson-style fair client.
-
-// foreignAcquire is the acquire algorithm of PROTOCOL.md and the seeds
-// (steps 1-5), as Redisson runs it: the caller's clock comes in ARGV[4].
-// It stands for Java Redisson, which is why it is Lua in Go.

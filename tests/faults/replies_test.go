@@ -18,6 +18,9 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// loseReplies is a go-redis hook that lets the first n EVALSHA calls of
+// one script run and then reports io.EOF, as if the reply had been lost on
+// the way back.
 type loseReplies struct {
 	backends.PassHook
 	sha  string
@@ -39,8 +42,8 @@ func (h *loseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// lkHooked returns a new client on the same Redis as rdb, with hook.
-
+// slowReplies is a go-redis hook that, while armed, holds back the reply
+// of one script's EVALSHA for delay after the script ran.
 type slowReplies struct {
 	backends.PassHook
 	sha   string

@@ -16,6 +16,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// crashable is a Redis that a test may crash and restart: a private
+// redis-server, or a private miniredis.
 type crashable interface {
 	Kill()
 	Restart() error
@@ -276,7 +278,3 @@ func testRedisRestart(t *testing.T, rdb redis.UniversalClient, s crashable) {
 		t.Errorf("Unlock after the loss = %v, want ErrLockLost", err)
 	}
 }
-
-// loseReplies is a go-redis hook that lets the first n EVALSHA calls of
-// one script run and then reports io.EOF, as if the reply had been lost on
-// the way back.

@@ -221,6 +221,3 @@ func testDeletedIsLost(t *testing.T, rdb redis.UniversalClient) {
 	}
 	backends.NoKeys(t, rdb, name)
 }
-
-// lkServer is a Redis that a test may crash and restart: a private
-// redis-server, or a private miniredis.

@@ -13,6 +13,10 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// The Redisson side of the interop test: Redisson 3.x's RedissonLock
+// scripts, verbatim apart from the line breaks (tryLockInnerAsync and
+// unlockInnerAsync). KEYS[1] is the lock, KEYS[2] its channel; the owner
+// field is "<connection manager UUID>:<thread id>".
 const (
 	redissonTryLock = `if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then ` +
 		`redis.call('hincrby', KEYS[1], ARGV[2], 1); ` +
@@ -175,9 +179,3 @@ func testRedissonInterop(t *testing.T, rdb redis.UniversalClient) {
 	}
 	backends.NoKeys(t, rdb, name)
 }
-
-// TestLock_Lock_fallbackTimerAfterHandoff: waiters share one fallback timer
-// per channel. When it wakes one waiter and that one takes the lock with a
-// fixed lease that then runs out (nothing is published), the other waiter
-// must still get its turn about one lease later, not hang until its context
-// ends (Redisson #5761).

@@ -15,6 +15,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// Script cache: NOSCRIPT recovery, LoadAll, pipelines
+
 func TestNoScriptRecovery(t *testing.T) {
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		ctx := context.Background()

@@ -12,6 +12,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// Cluster key layout
+
 // callAll runs every script once with lock name's real key layout,
 // leaving no keys but a latch. It reports the first error.
 func callAll(rdb redis.Scripter, name string) error {

@@ -10,6 +10,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// Fair lock scripts: the wrapper contract on every backend
+
 func TestFairScripts(t *testing.T) {
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		l := newLockKeys(backends.UniqueName(t))

@@ -20,6 +20,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// Generated constants, retries, errors
+
 func TestSHA1MatchesSource(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "lua", "*.lua"))
 	if err != nil {

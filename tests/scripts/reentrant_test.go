@@ -12,6 +12,8 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
+// Reentrant lock scripts
+
 func TestLockAcquire(t *testing.T) {
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		l := newLockKeys(backends.UniqueName(t))
