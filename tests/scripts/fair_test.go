@@ -58,7 +58,7 @@ func TestFairScripts(t *testing.T) {
 		}
 		wantList(t, rdb, l.queue, "c2:1", "c3:1")
 		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		backends.WantMessages(t, rdb, ps, false, l.channel) // nobody woken yet
+		wantMessages(t, rdb, ps, false, l.channel) // nobody woken yet
 
 		// c1 releases: 1, the lock is gone, only the head (c2) is woken, on
 		// its own channel.
@@ -67,7 +67,7 @@ func TestFairScripts(t *testing.T) {
 		}
 		wantGone(t, rdb, l.name)
 		wantLatch(t, rdb, l.latch("req-1"), "1")
-		backends.WantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c2:1")+"=0")
+		wantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c2:1")+"=0")
 		wantList(t, rdb, l.queue, "c2:1", "c3:1")
 
 		// Release of an owner that holds nothing: nil.
@@ -115,7 +115,7 @@ func TestFairScripts(t *testing.T) {
 		}
 		// Each new head of the queue is told it is next, on its own channel:
 		// c3 when c2 took the lock, c4 when c3 left.
-		backends.WantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c3:1")+"=0", l.waiterChannel("c4:1")+"=0")
+		wantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c3:1")+"=0", l.waiterChannel("c4:1")+"=0")
 
 		// Partial release by c2: 0, lease refreshed, nobody woken.
 		if got := wantInt(t, "c2 partial release")(fairRelease(rdb, l, "c2:1", "req-2")); got != 0 {
@@ -123,7 +123,7 @@ func TestFairScripts(t *testing.T) {
 		}
 		wantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
 		wantLatch(t, rdb, l.latch("req-2"), "0")
-		backends.WantMessages(t, rdb, ps, false, l.channel)
+		wantMessages(t, rdb, ps, false, l.channel)
 
 		// Force release: true, lock gone, the holder told on the lock's
 		// channel (for Options.WatchHolds), the head (c4) woken.
@@ -132,7 +132,7 @@ func TestFairScripts(t *testing.T) {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
 		wantGone(t, rdb, l.name)
-		backends.WantMessages(t, rdb, ps, false, l.channel, l.channel+"=0", l.waiterChannel("c4:1")+"=0")
+		wantMessages(t, rdb, ps, false, l.channel, l.channel+"=0", l.waiterChannel("c4:1")+"=0")
 		wantList(t, rdb, l.queue, "c4:1")
 
 		// c4 leaves; then force release finds nothing.
@@ -143,7 +143,7 @@ func TestFairScripts(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("force release of nothing = %v, %v; want false", ok, err)
 		}
-		backends.WantMessages(t, rdb, ps, false, l.channel)
+		wantMessages(t, rdb, ps, false, l.channel)
 		wantNoKeysLeft(t, rdb, l.name)
 
 		// Bad arguments: errors naming the script, nothing created.

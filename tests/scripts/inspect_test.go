@@ -220,3 +220,11 @@ func wantCalls(t *testing.T, s *backends.Recorder, want map[string]int) {
 		t.Fatalf("script commands sent = %v, want %v", got, want)
 	}
 }
+
+// wantMessages fails the test unless backends.Messages returns want.
+func wantMessages(t *testing.T, rdb redis.UniversalClient, ps *redis.PubSub, sharded bool, barrier string, want ...string) {
+	t.Helper()
+	if got := backends.Messages(t, rdb, ps, sharded, barrier); !slices.Equal(got, want) {
+		t.Fatalf("messages = %q, want %q", got, want)
+	}
+}

@@ -211,7 +211,7 @@ func TestLockRelease(t *testing.T) {
 			t.Fatalf("replayed partial release = %d, want 0", got)
 		}
 		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		backends.WantMessages(t, rdb, ps, false, l.channel) // nothing published so far
+		wantMessages(t, rdb, ps, false, l.channel) // nothing published so far
 
 		// Full release: 1, lock deleted, "0" published once, latch 1.
 		if got := wantInt(t, "full release")(release(rdb, l, "c1:1", "req-2", leaseMS, "publish")); got != 1 {
@@ -224,7 +224,7 @@ func TestLockRelease(t *testing.T) {
 			t.Fatalf("replayed full release = %d, want 1", got)
 		}
 		wantGone(t, rdb, l.name)
-		backends.WantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
+		wantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
 		// A new request of the owner that no longer holds it: nil.
 		wantNil(t, "release after the last hold")(release(rdb, l, "c1:1", "req-3", leaseMS, "publish"))
 		wantGone(t, rdb, l.latch("req-3"))
@@ -240,8 +240,8 @@ func TestLockRelease(t *testing.T) {
 		if got := wantInt(t, "full release with spublish")(release(rdb, sl, "c1:1", "req-s", leaseMS, "spublish")); got != 1 {
 			t.Fatalf("full release with spublish = %d, want 1", got)
 		}
-		backends.WantMessages(t, rdb, sps, true, sl.channel, sl.channel+"=0")
-		backends.WantMessages(t, rdb, ps, false, l.channel) // not on classic pub/sub
+		wantMessages(t, rdb, sps, true, sl.channel, sl.channel+"=0")
+		wantMessages(t, rdb, ps, false, l.channel) // not on classic pub/sub
 		wantNoKeysLeft(t, rdb, sl.name)
 	})
 }
@@ -335,7 +335,7 @@ func TestLockForceRelease(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("force release of nothing = %v, %v; want false", ok, err)
 		}
-		backends.WantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
+		wantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
 
 		// A resent force release (its reply was lost) replays its outcome:
 		// it does not delete the lock of the owner that came next.

@@ -51,7 +51,7 @@ func (b Backend) Mini() bool { return b.Name == "miniredis" }
 // LUALOCK_REQUIRE_REDIS=1) when redis-server is not installed.
 func All() []Backend {
 	return []Backend{
-		{Name: "miniredis", New: NewMini},
+		{Name: "miniredis", New: newMini},
 		{Name: "standalone", New: func(t *testing.T) redis.UniversalClient {
 			s := harness.SharedStandalone(t)
 			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
@@ -107,11 +107,11 @@ func Table(t *testing.T, scenarios []Scenario) {
 	}
 }
 
-// NewMini starts a miniredis whose clock follows real time: miniredis does
+// newMini starts a miniredis whose clock follows real time: miniredis does
 // not expire keys by itself, so ClockTTL makes it advance every TTL by the
 // wall-clock time elapsed, at each command; TIME inside scripts reads the
 // real clock too.
-func NewMini(t *testing.T) redis.UniversalClient {
+func newMini(t *testing.T) redis.UniversalClient {
 	mr := miniredis.RunT(t)
 	mr.ClockTTL(true)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})

@@ -3,7 +3,6 @@ package backends
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,13 +175,5 @@ func Messages(t *testing.T, rdb redis.UniversalClient, ps *redis.PubSub, sharded
 		default:
 			t.Fatalf("unexpected pub/sub item %T %v", m, m)
 		}
-	}
-}
-
-// WantMessages fails the test unless Messages returns want.
-func WantMessages(t *testing.T, rdb redis.UniversalClient, ps *redis.PubSub, sharded bool, barrier string, want ...string) {
-	t.Helper()
-	if got := Messages(t, rdb, ps, sharded, barrier); !slices.Equal(got, want) {
-		t.Fatalf("messages = %q, want %q", got, want)
 	}
 }
