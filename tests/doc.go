@@ -1,5 +1,18 @@
-// Package tests holds the integration tests of lualock: the generated
-// script wrappers, the reentrant lock and the fair lock, each run on
-// miniredis, a real standalone redis-server and a real 3-master Redis
-// Cluster started by the harness package.
+// Package tests holds no code: its subdirectories are the integration
+// suites of lualock, one package each, run on miniredis, a real standalone
+// redis-server and a real 3-master Redis Cluster that the harness package
+// starts (each suite's process starts its own shared servers):
+//
+//   - scripts: the generated script wrappers, script by script;
+//   - reentrant: the reentrant lock (and the auto-pipeliner);
+//   - fair: the fair lock;
+//   - faults: a lock's promise under faults (Redis down, hung, restarted,
+//     a cluster master killed, lost or slow replies, ended contexts);
+//   - pubsub: waking waiters and watching holds over pub/sub;
+//   - interop: against Redisson itself (Java), when its jars are given.
+//
+// internal/backends is what the suites share: the backends and the
+// scenario table that loops over them, the TestMain, client constructors,
+// fault-injecting hooks, pub/sub probes and waits. harness starts and stops
+// the servers.
 package tests

@@ -1,4 +1,4 @@
-package tests
+package faults_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // TestLock_Context_clusterMasterDies: on a private 3-master cluster, watchdog
@@ -20,13 +21,13 @@ import (
 // leases, and their renewals go on (their PTTL in Redis stays above two
 // thirds of the lease).
 func TestLock_Context_clusterMasterDies(t *testing.T) {
-	shortParallel(t)
+	backends.ShortParallel(t)
 	cl := harness.StartCluster(t)
 	cc := cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
 	t.Cleanup(func() { _ = cc.Close() })
 	ctx := t.Context()
 	const lease = 900 * time.Millisecond
-	c := lkNew(t, cc, lualock.Options{WatchdogLease: lease})
+	c := backends.NewClient(t, cc, lualock.Options{WatchdogLease: lease})
 	nodes := cl.Nodes()
 	dead := nodes[0]
 
@@ -39,7 +40,7 @@ func TestLock_Context_clusterMasterDies(t *testing.T) {
 	var holds []hold
 	per := map[string]int{}
 	for i := 0; len(holds) < 2*len(nodes) && i < 10000; i++ {
-		name := fmt.Sprintf("%s_%d", uniqueName(t), i)
+		name := fmt.Sprintf("%s_%d", backends.UniqueName(t), i)
 		m, err := cc.MasterForKey(ctx, name)
 		if err != nil {
 			t.Fatalf("MasterForKey: %v", err)

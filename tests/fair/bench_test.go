@@ -1,9 +1,8 @@
-package tests
+package fair_test
 
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,126 +13,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
-	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // Benchmarks run against the shared standalone redis-server. Each reports
-// its rate beside a reference measured in the same run (go-redis PING, an
-// in-process sync.Mutex), so the ratios hold on a noisy machine:
+// its rate beside a reference measured in the same run (an in-process
+// sync.Mutex), so the ratios hold on a noisy machine:
 //
-//	go test ./tests -run '^$' -bench . -benchtime 3s -count 5
-
-func benchClient(b *testing.B) (redis.UniversalClient, *lualock.Client) {
-	b.Helper()
-	return benchClientOpts(b, false)
-}
-
-// benchClientOpts is benchClient; with autoPipeline, the lock scripts go
-// through go-redis's auto-pipeliner (Options.Scripter).
-func benchClientOpts(b *testing.B, autoPipeline bool) (redis.UniversalClient, *lualock.Client) {
-	b.Helper()
-	s := harness.SharedStandalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 64})
-	var opts lualock.Options
-	if autoPipeline {
-		opts.Scripter = apScripter(b, rdb)
-	}
-	c, err := lualock.New(rdb, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = c.Close()
-		_ = rdb.Close()
-	})
-	return rdb, c
-}
-
-// pingRate measures go-redis PING round trips per second over d with g
-// goroutines.
-func pingRate(rdb redis.UniversalClient, g int, d time.Duration) float64 {
-	var n atomic.Int64
-	ctx := context.Background()
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				_ = rdb.Ping(ctx).Err()
-				n.Add(1)
-			}
-		}()
-	}
-	start := time.Now()
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds()
-}
-
-// BenchmarkLock_uncontended is lock+unlock of a free lock (watchdog mode),
-// by 1 and by 32 goroutines each on its own lock. It reports ops/s and
-// xPING: that rate over go-redis PING/s with as many goroutines, measured
-// right after. Two round trips per op make 0.5 the ceiling; the target is
-// 0.45, and at most 30 allocations per op. The scripter=autopipeline runs
-// send the scripts through go-redis's auto-pipeliner (Options.Scripter);
-// their PING rate is still a plain client's.
-func BenchmarkLock_uncontended(b *testing.B) {
-	for _, tc := range []struct {
-		g  int
-		ap bool
-	}{{1, false}, {32, false}, {1, true}, {32, true}} {
-		g := tc.g
-		name := fmt.Sprintf("goroutines=%d", g)
-		if tc.ap {
-			name += "/scripter=autopipeline"
-		}
-		b.Run(name, func(b *testing.B) {
-			rdb, c := benchClientOpts(b, tc.ap)
-			ctx := context.Background()
-			prefix := fmt.Sprintf("bench-uncontended-%d-%d-", g, time.Now().UnixNano())
-			var next atomic.Int64
-			b.ReportAllocs()
-			procs := runtime.GOMAXPROCS(0)
-			b.SetParallelism((g + procs - 1) / procs)
-			start := time.Now()
-			if g == 1 {
-				l := c.NewLock(prefix + "0")
-				for b.Loop() {
-					if err := l.Lock(ctx); err != nil {
-						b.Fatal(err)
-					}
-					if err := l.Unlock(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-			} else {
-				b.RunParallel(func(pb *testing.PB) {
-					l := c.NewLock(prefix + strconv.FormatInt(next.Add(1), 10))
-					for pb.Next() {
-						if err := l.Lock(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-						if err := l.Unlock(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			rate := float64(b.N) / elapsed.Seconds()
-			ping := pingRate(rdb, g, min(max(elapsed, 200*time.Millisecond), 2*time.Second))
-			b.ReportMetric(rate, "ops/s")
-			b.ReportMetric(ping, "ping/s")
-			b.ReportMetric(rate/ping, "xPING")
-		})
-	}
-}
+//	go test ./tests/fair -run '^$' -bench . -benchtime 3s -count 5
 
 // BenchmarkFairLock_contended: 8 goroutines, each with its own handle, take
 // one fair lock in turn and hold it 1 ms. It reports acquisitions/s beside
@@ -143,7 +31,7 @@ func BenchmarkLock_uncontended(b *testing.B) {
 // acquisition. Targets: xMutex >= 0.8, handoff p99 <= 1 ms, max/min <= 1.05,
 // <= 4 commands per handoff.
 func BenchmarkFairLock_contended(b *testing.B) {
-	rdb, c := benchClient(b)
+	rdb, c := backends.BenchClient(b, false)
 	const workers = 8
 	const hold = time.Millisecond
 	name := fmt.Sprintf("bench-fair-%d", time.Now().UnixNano())
@@ -165,17 +53,17 @@ func BenchmarkFairLock_contended(b *testing.B) {
 	b.ReportMetric(r.rate, "acq/s")
 	b.ReportMetric(m.rate, "mutex-acq/s")
 	b.ReportMetric(r.rate/m.rate, "xMutex")
-	b.ReportMetric(ms(r.wait(50)), "wait-p50-ms")
-	b.ReportMetric(ms(r.wait(99)), "wait-p99-ms")
-	b.ReportMetric(ms(r.handoff(50)), "handoff-p50-ms")
-	b.ReportMetric(ms(r.handoff(99)), "handoff-p99-ms")
+	b.ReportMetric(millis(r.wait(50)), "wait-p50-ms")
+	b.ReportMetric(millis(r.wait(99)), "wait-p99-ms")
+	b.ReportMetric(millis(r.handoff(50)), "handoff-p50-ms")
+	b.ReportMetric(millis(r.handoff(99)), "handoff-p99-ms")
 	b.ReportMetric(float64(slices.Min(r.counts)), "min-acq/goroutine")
 	b.ReportMetric(float64(slices.Max(r.counts)), "max-acq/goroutine")
 	b.ReportMetric(r.spread(), "max/min")
 	b.ReportMetric(float64(after-before)/float64(b.N), "cmds/acq")
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // contention is what contend measured.
 type contention struct {
@@ -319,7 +207,7 @@ func commandStats(tb testing.TB, rdb redis.UniversalClient) map[string]cmdStat {
 func BenchmarkFairLock_queueDepth(b *testing.B) {
 	for _, depth := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("waiters=%d", depth), func(b *testing.B) {
-			rdb, _ := benchClient(b)
+			rdb, _ := backends.BenchClient(b, false)
 			ctx := context.Background()
 			name := fmt.Sprintf("bench-depth-%d-%d", depth, time.Now().UnixNano())
 			keys := generated.FairAcquireKeys{Lock: name, Queue: "redisson_lock_queue:{" + name + "}",

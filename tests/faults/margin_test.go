@@ -1,4 +1,4 @@
-package tests
+package faults_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // TestLock_Done_beforeSuccessor (watchdog): the holder's connection goes through a
@@ -38,17 +39,17 @@ import (
 // A cluster is left out: a proxy in front of one node cannot carry the
 // cluster's redirects to the nodes' own addresses.
 func TestLock_Done_beforeSuccessor(t *testing.T) {
-	shortParallel(t)
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
-		if b.cluster {
+	backends.ShortParallel(t)
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+		if b.Cluster {
 			t.Skip("a single-address proxy cannot carry a cluster client")
 		}
 		const (
 			parallel = 2
 			lease    = 500 * time.Millisecond
 		)
-		trials := scale(80, 12) // -short: the quick loop
-		waiters := lkNew(t, rdb, lualock.Options{})
+		trials := backends.Scale(80, 12) // -short: the quick loop
+		waiters := backends.NewClient(t, rdb, lualock.Options{})
 		type result struct {
 			lead  time.Duration // how long before the waiter got the lock Done fired
 			stall time.Duration // how late the canary timer fired
@@ -63,7 +64,7 @@ func TestLock_Done_beforeSuccessor(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				lead, stall, err := marginTrial(rdb, waiters, uniqueName(t), lease, i%4 == 3)
+				lead, stall, err := marginTrial(rdb, waiters, backends.UniqueName(t), lease, i%4 == 3)
 				results[i] = result{lead, stall, err}
 			}()
 		}

@@ -1,4 +1,4 @@
-package tests
+package pubsub_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // With Options.WatchHolds, a hold learns of a force release from the
@@ -25,8 +26,8 @@ import (
 // watchdog lease): within 100ms, on every backend, for both kinds of lock.
 // Without the option it does not (the renewal is the fallback).
 func TestWatchHolds_forceUnlockNoticed(t *testing.T) {
-	shortParallel(t)
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.ShortParallel(t)
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		for _, kind := range []string{"reentrant", "fair"} {
 			t.Run(kind, func(t *testing.T) {
 				ctx := context.Background()
@@ -39,7 +40,7 @@ func TestWatchHolds_forceUnlockNoticed(t *testing.T) {
 					}
 					return c.NewLock(name)
 				}
-				name := uniqueName(t)
+				name := backends.UniqueName(t)
 				l := newLock(holder, name)
 				if err := l.Lock(ctx); err != nil {
 					t.Fatal(err)
@@ -67,7 +68,7 @@ func TestWatchHolds_forceUnlockNoticed(t *testing.T) {
 				}
 
 				// Without the option: still held as far as the handle knows.
-				name2 := uniqueName(t) + "-deaf"
+				name2 := backends.UniqueName(t) + "-deaf"
 				l2 := newLock(deaf, name2)
 				if err := l2.Lock(ctx); err != nil {
 					t.Fatal(err)
@@ -90,11 +91,11 @@ func TestWatchHolds_forceUnlockNoticed(t *testing.T) {
 // releases and hand-overs of other owners' holds on the same name; and it
 // stops listening when it ends.
 func TestWatchHolds_noFalseLoss(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		c1 := newWatchClient(t, rdb, true)
 		c2 := newWatchClient(t, rdb, true)
-		name := uniqueName(t)
+		name := backends.UniqueName(t)
 		for i := range 20 {
 			for _, c := range []*lualock.Client{c1, c2} {
 				l := c.NewLock(name)
@@ -118,7 +119,7 @@ func TestWatchHolds_noFalseLoss(t *testing.T) {
 				}
 			}
 		}
-		hwWaitFor(t, "no subscription left", 5*time.Second, func() bool {
+		backends.WaitFor(t, "no subscription left", 5*time.Second, func() bool {
 			return c1.Stats().Subscriptions == 0 && c2.Stats().Subscriptions == 0
 		})
 	})
@@ -138,20 +139,9 @@ func newWatchClient(t *testing.T, rdb redis.UniversalClient, watch bool) *lualoc
 func waitSubscribed(t *testing.T, rdb redis.UniversalClient, name string, n int64) {
 	t.Helper()
 	ch := "redisson_lock__channel:{" + name + "}"
-	hwWaitFor(t, "subscribed to "+ch, 5*time.Second, func() bool {
-		return lkNumSub(t, rdb, []string{ch})[ch] >= n // plain or sharded: the default on a cluster is sharded
+	backends.WaitFor(t, "subscribed to "+ch, 5*time.Second, func() bool {
+		return backends.NumSub(t, rdb, []string{ch})[ch] >= n // plain or sharded: the default on a cluster is sharded
 	})
-}
-
-func hwWaitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestWatchHolds_cost measures what Options.WatchHolds costs, for the
@@ -163,7 +153,7 @@ func TestWatchHolds_cost(t *testing.T) {
 	if os.Getenv("LUALOCK_MEASURE_WATCH") != "1" {
 		t.Skip("set LUALOCK_MEASURE_WATCH=1 to measure")
 	}
-	rdb := backends()[1].new(t)
+	rdb := backends.All()[1].New(t)
 	ctx := context.Background()
 	info := func(field string) int64 {
 		s, err := rdb.Info(ctx, "memory", "stats").Result()
@@ -198,7 +188,7 @@ func TestWatchHolds_cost(t *testing.T) {
 			}
 		}
 		if watch {
-			hwWaitFor(t, "subscribed", 30*time.Second, func() bool { return info("pubsub_channels")-chans0 >= n })
+			backends.WaitFor(t, "subscribed", 30*time.Second, func() bool { return info("pubsub_channels")-chans0 >= n })
 		}
 		mem1, chans1, h1 := info("used_memory"), info("pubsub_channels"), heap()
 		t.Logf("WatchHolds=%v: %d held locks: Redis used_memory +%d B (%d B/lock), pubsub_channels +%d, client heap +%d B (%d B/lock)",
@@ -208,7 +198,7 @@ func TestWatchHolds_cost(t *testing.T) {
 		}
 		// Lock/unlock round trips on distinct names, one goroutine.
 		const rounds = 2000
-		calls0 := hwCommandCalls(t, rdb)
+		calls0 := commandCalls(t, rdb)
 		start := time.Now()
 		for i := range rounds {
 			l := c.NewLock(prefix + "rt-" + strconv.Itoa(i))
@@ -220,7 +210,7 @@ func TestWatchHolds_cost(t *testing.T) {
 			}
 		}
 		took := time.Since(start)
-		calls1 := hwCommandCalls(t, rdb)
+		calls1 := commandCalls(t, rdb)
 		t.Logf("WatchHolds=%v: lock+unlock of a new name: %v per pair, %.2f Redis commands per pair (%d pairs)", watch, took/rounds, float64(calls1-calls0)/rounds, rounds)
 	}
 	// The delay from force unlock to Done.
@@ -247,9 +237,9 @@ func TestWatchHolds_cost(t *testing.T) {
 		delays[len(delays)/2], delays[len(delays)*99/100], delays[len(delays)-1], len(delays))
 }
 
-// hwCommandCalls is the number of commands Redis has run (INFO commandstats),
+// commandCalls is the number of commands Redis has run (INFO commandstats),
 // minus the INFO calls themselves.
-func hwCommandCalls(t *testing.T, rdb redis.UniversalClient) int64 {
+func commandCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -268,17 +258,17 @@ func hwCommandCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 	return n
 }
 
-// hwSlowReply runs the matching script, then waits and, with drop, loses
+// slowReply runs the matching script, then waits and, with drop, loses
 // its reply (io.EOF): the script ran, the caller does not know it.
-type hwSlowReply struct {
-	passHook
+type slowReply struct {
+	backends.PassHook
 	sha   string
 	delay time.Duration
 	drop  bool
 	armed atomic.Bool
 }
 
-func (h *hwSlowReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *slowReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		a := cmd.Args()
 		if !h.armed.Load() || len(a) < 2 || !strings.EqualFold(fmt.Sprint(a[0]), "evalsha") || a[1] != h.sha {
@@ -301,13 +291,13 @@ func (h *hwSlowReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // nor its own ForceUnlock may be taken for another client's force unlock
 // (ErrLockLost). Both failed before the hold stopped listening first.
 func TestWatchHolds_ownReleaseIsNoLoss(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		t.Run("unlockReplyLost", func(t *testing.T) {
-			h := &hwSlowReply{sha: generated.LockReleaseSHA1, delay: 300 * time.Millisecond, drop: true}
+			h := &slowReply{sha: generated.LockReleaseSHA1, delay: 300 * time.Millisecond, drop: true}
 			rdb.AddHook(h)
 			c := newWatchClient(t, rdb, true)
-			name := uniqueName(t)
+			name := backends.UniqueName(t)
 			l := c.NewLock(name)
 			if err := l.Lock(ctx); err != nil {
 				t.Fatal(err)
@@ -326,10 +316,10 @@ func TestWatchHolds_ownReleaseIsNoLoss(t *testing.T) {
 			}
 		})
 		t.Run("ownForceUnlock", func(t *testing.T) {
-			h := &hwSlowReply{sha: generated.LockForceReleaseSHA1, delay: 50 * time.Millisecond}
+			h := &slowReply{sha: generated.LockForceReleaseSHA1, delay: 50 * time.Millisecond}
 			rdb.AddHook(h)
 			c := newWatchClient(t, rdb, true)
-			name := uniqueName(t)
+			name := backends.UniqueName(t)
 			l := c.NewLock(name)
 			if err := l.Lock(ctx); err != nil {
 				t.Fatal(err)

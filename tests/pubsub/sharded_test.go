@@ -1,4 +1,4 @@
-package tests
+package pubsub_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // TestClient_ShardedPubSub_wakesWaiters runs the reentrant and the fair
@@ -21,12 +22,12 @@ import (
 // SPUBLISH): a waiter blocked in Lock is woken by the release's SPUBLISH long
 // before its fallback timer, and every subscription is gone afterwards.
 func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
-	for _, b := range backends() {
-		if b.name == "miniredis" {
+	for _, b := range backends.All() {
+		if b.Name == "miniredis" {
 			continue
 		}
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.new(t)
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.New(t)
 			for _, fair := range []bool{false, true} {
 				c, err := lualock.New(rdb, lualock.Options{PubSub: lualock.PubSubSharded, MaxWaitTimer: 5 * time.Second, SubscriptionLinger: -1})
 				if err != nil {
@@ -39,7 +40,7 @@ func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
 				ctx := context.Background()
 				// Names in different slots, so a cluster needs several
 				// sharded connections.
-				for _, name := range []string{uniqueName(t) + "-a", uniqueName(t) + "-b", uniqueName(t) + "-c"} {
+				for _, name := range []string{backends.UniqueName(t) + "-a", backends.UniqueName(t) + "-b", backends.UniqueName(t) + "-c"} {
 					holder, waiter := newLock(name), newLock(name)
 					if err := holder.Lock(ctx); err != nil {
 						t.Fatal(err)
@@ -51,7 +52,7 @@ func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
 						got <- time.Now()
 						errc <- err
 					}()
-					waitFor(t, func() bool { return c.Stats().Waiters == 1 })
+					backends.WaitFor(t, "condition", 2*time.Second, func() bool { return c.Stats().Waiters == 1 })
 					time.Sleep(20 * time.Millisecond) // let the waiter's retry after subscribing pass
 					released := time.Now()
 					if err := holder.Unlock(ctx); err != nil {
@@ -67,7 +68,7 @@ func TestClient_ShardedPubSub_wakesWaiters(t *testing.T) {
 					if err := waiter.Unlock(ctx); err != nil {
 						t.Fatal(err)
 					}
-					if left := keysLeft(t, rdb, name, false); len(left) > 0 {
+					if left := backends.KeysLeft(t, rdb, name, false); len(left) > 0 {
 						t.Errorf("keys left: %v", left)
 					}
 				}
@@ -93,7 +94,7 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 	holders, c := shardedClients(t, rdb)
 
 	const locks = 60
-	base := uniqueName(t)
+	base := backends.UniqueName(t)
 	var held []*lualock.Lock
 	slots := map[int64]bool{}
 	for i := range locks {
@@ -155,7 +156,7 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { s := c.Stats(); return s.Subscriptions == 0 && s.PubSubConns == 0 })
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { s := c.Stats(); return s.Subscriptions == 0 && s.PubSubConns == 0 })
 }
 
 // TestClient_ShardedPubSub_reconnect: two locks in different slots of one
@@ -166,14 +167,14 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 // long before its 10s fallback timer.
 func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 	cl := harness.SharedCluster(t)
-	clientName := "sharded-reconnect-" + strings.ReplaceAll(uniqueName(t), "/", "-")
+	clientName := "sharded-reconnect-" + strings.ReplaceAll(backends.UniqueName(t), "/", "-")
 	rdb := cl.Client(func(o *redis.ClusterOptions) { o.ClientName = clientName })
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	holders, c := shardedClients(t, rdb)
 
 	// Two names on one primary, in different slots.
-	base := uniqueName(t)
+	base := backends.UniqueName(t)
 	seen := map[string][]string{}
 	var names []string
 	var node string
@@ -212,7 +213,7 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 			results[i] <- waitResult{time.Now(), err}
 		}()
 	}
-	waitFor(t, func() bool { s := c.Stats(); return s.Waiters == 2 && s.Subscriptions == 2 })
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { s := c.Stats(); return s.Waiters == 2 && s.Subscriptions == 2 })
 	if s := c.Stats(); s.PubSubConns != 1 {
 		t.Fatalf("Stats = %+v, want the two channels on one connection", s)
 	}
@@ -249,7 +250,7 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 	// Both channels are subscribed again on that primary.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		chans, err := srv.Do(ctx, "pubsub", "shardnumsub", lkChannel(names[0]), lkChannel(names[1])).Slice()
+		chans, err := srv.Do(ctx, "pubsub", "shardnumsub", backends.Channel(names[0]), backends.Channel(names[1])).Slice()
 		if err == nil && len(chans) == 4 && fmt.Sprint(chans[1]) == "1" && fmt.Sprint(chans[3]) == "1" {
 			break
 		}
@@ -285,19 +286,7 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 func shardedClients(t *testing.T, rdb redis.UniversalClient) (holders, waiters *lualock.Client) {
 	t.Helper()
 	opts := lualock.Options{PubSub: lualock.PubSubSharded, MaxWaitTimer: 10 * time.Second, SubscriptionLinger: -1}
-	return lkNew(t, rdb, opts), lkNew(t, rdb, opts)
-}
-
-// waitFor polls cond for up to 2 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 2s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return backends.NewClient(t, rdb, opts), backends.NewClient(t, rdb, opts)
 }
 
 // TestClient_ShardedPubSub_slotMigration moves the slot of a lock that has a
@@ -307,7 +296,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // the new owner, so that the release still wakes the waiter at once rather
 // than at its fallback timer (30 s here).
 func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
-	shortParallel(t)
+	backends.ShortParallel(t)
 	cl := harness.StartCluster(t)
 	ctx := context.Background()
 	rdb := cl.Client()
@@ -317,7 +306,7 @@ func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	name := uniqueName(t)
+	name := backends.UniqueName(t)
 	channel := "redisson_lock__channel:{" + name + "}"
 
 	holder, waiter := c.NewLock(name), c.NewLock(name)
@@ -331,7 +320,7 @@ func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
 		got <- time.Now()
 		errc <- err
 	}()
-	waitFor(t, func() bool { return c.Stats().Waiters == 1 })
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { return c.Stats().Waiters == 1 })
 
 	slot := int(rdb.ClusterKeySlot(ctx, name).Val())
 	nodes := map[string]*redis.Client{} // by address
@@ -379,7 +368,7 @@ func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
 		}
 		return res[1].(int64)
 	}
-	waitFor(t, func() bool { return shardSubs(src) == 1 })
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { return shardSubs(src) == 1 })
 
 	// The standard resharding steps, for one slot.
 	must := func(err error) {
@@ -433,7 +422,7 @@ func TestClient_ShardedPubSub_slotMigration(t *testing.T) {
 	if err := waiter.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if left := keysLeft(t, rdb, name, false); len(left) > 0 {
+	if left := backends.KeysLeft(t, rdb, name, false); len(left) > 0 {
 		t.Errorf("keys left: %v", left)
 	}
 }

@@ -1,4 +1,4 @@
-package tests
+package reentrant_test
 
 import (
 	"errors"
@@ -11,28 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // Options.Scripter with go-redis's auto-pipeliner (rdb.AutoPipeline(),
 // go-redis 9.22 or later): the calls of concurrent goroutines share
 // pipelines, and the locks keep every guarantee.
-
-// apScripter returns rdb's auto-pipeliner. It belongs to rdb, which stops
-// it when the test's cleanup closes rdb.
-func apScripter(t testing.TB, rdb redis.UniversalClient) redis.Scripter {
-	t.Helper()
-	c, ok := rdb.(interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
-	})
-	if !ok {
-		t.Fatalf("no auto-pipeliner for %T", rdb)
-	}
-	ap, err := c.AutoPipeline()
-	if err != nil {
-		t.Fatalf("AutoPipeline: %v", err)
-	}
-	return ap
-}
 
 // TestClient_Scripter_autoPipeline runs workers goroutines, each with its
 // own handle, through n Lock/Unlock pairs on a few names of each kind of
@@ -41,15 +25,15 @@ func apScripter(t testing.TB, rdb redis.UniversalClient) redis.Scripter {
 // re-entry counts, and nothing is left in Redis.
 func TestClient_Scripter_autoPipeline(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
+	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		ctx := t.Context()
 		// Counted on their way into the auto-pipeliner, which sends them.
-		sc := &scScripter{Scripter: apScripter(t, rdb)}
-		c := lkNew(t, rdb, lualock.Options{Scripter: sc, UnlockLatch: 200 * time.Millisecond})
+		sc := &backends.Recorder{Scripter: backends.AutoPipeliner(t, rdb)}
+		c := backends.NewClient(t, rdb, lualock.Options{Scripter: sc, UnlockLatch: 200 * time.Millisecond})
 		const workers, names = 16, 4
 		n := 40
-		if b.name == "miniredis" {
+		if b.Name == "miniredis" {
 			n = 15 // gopher-lua parses every script call
 		}
 		for _, kind := range []struct {
@@ -59,7 +43,7 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 			{"reentrant", c.NewLock},
 			{"fair", c.NewFairLock},
 		} {
-			base := uniqueName(t) + "_" + kind.name
+			base := backends.UniqueName(t) + "_" + kind.name
 			var inside [names]atomic.Bool
 			var counter [names]int // guarded by the distributed lock only
 			var got atomic.Int64
@@ -122,12 +106,12 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 				t.Errorf("%s: %d acquisitions, counters add up to %d; want %d each (a lost update means two holders)", kind.name, got.Load(), total, workers*n)
 			}
 			for k := range names {
-				lkNoKeys(t, rdb, fmt.Sprintf("%s_%d", base, k))
+				backends.NoKeys(t, rdb, fmt.Sprintf("%s_%d", base, k))
 			}
 		}
 		// A try-lock that times out through the auto-pipeliner is a plain
 		// ErrNotObtained, and the fair waiter leaves the queue.
-		name := uniqueName(t) + "_timeout"
+		name := backends.UniqueName(t) + "_timeout"
 		holder, waiter := c.NewFairLock(name), c.NewFairLock(name)
 		if err := holder.LockLease(ctx, 10*time.Second); err != nil {
 			t.Fatalf("Lock: %v", err)
@@ -138,9 +122,9 @@ func TestClient_Scripter_autoPipeline(t *testing.T) {
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		lkNoKeys(t, rdb, name)
+		backends.NoKeys(t, rdb, name)
 		// Two acquisitions and two releases per round, for both kinds.
-		if calls, want := sc.count("evalsha"), 2*workers*n*4; calls < want {
+		if calls, want := sc.Count("evalsha"), 2*workers*n*4; calls < want {
 			t.Errorf("%d script calls through the auto-pipeliner, want at least the %d of the rounds", calls, want)
 		}
 	})

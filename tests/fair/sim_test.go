@@ -1,4 +1,4 @@
-package tests
+package fair_test
 
 import (
 	"context"
@@ -11,19 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// ftReleaseWait is ftRelease with the caller's wait budget.
-func ftReleaseWait(ctx context.Context, rdb redis.UniversalClient, k ftNames, field string, leaseMS, waitMS int64) (*int64, error) {
-	req := "ft:" + strconv.FormatInt(ftReqs.Add(1), 10)
+// fairReleaseWait is fairRelease with the caller's wait budget.
+func fairReleaseWait(ctx context.Context, rdb redis.UniversalClient, k fairKeys, field string, leaseMS, waitMS int64) (*int64, error) {
+	req := "ft:" + strconv.FormatInt(reqs.Add(1), 10)
 	return generated.FairRelease(ctx, rdb,
 		generated.FairReleaseKeys{Lock: k.lock, Queue: k.queue, Timeouts: k.timeouts, Channel: k.channel,
 			Latch: "redisson_unlock_latch:" + k.tagged + ":" + req},
-		generated.FairReleaseArgs{LeaseMS: leaseMS, Field: field, LatchMS: ftLatch.Milliseconds(), WaitMS: waitMS, Publish: "publish"})
+		generated.FairReleaseArgs{LeaseMS: leaseMS, Field: field, LatchMS: testLatch.Milliseconds(), WaitMS: waitMS, Publish: "publish"})
 }
 
-// ftSimCase is one run of the live-waiter simulation.
-type ftSimCase struct {
+// simCase is one run of the live-waiter simulation.
+type simCase struct {
 	waitMS, leaseMS int64 // wait budget, and the lease the watchdog renews every lease/3
 	firstHoldMS     int64 // how long the first holder holds
 	holdMS          int64 // how long every later holder holds
@@ -50,16 +51,16 @@ func TestFairAcquire_liveWaitersNeverPurged(t *testing.T) {
 	if testing.Short() {
 		waits, firsts = waits[:1], firsts[1:2]
 	}
-	var cases []ftSimCase
+	var cases []simCase
 	for _, wait := range waits {
 		for _, first := range firsts {
 			for _, dead := range [][]int{{1}, {0, 2}, {1, 2}} {
-				cases = append(cases, ftSimCase{waitMS: wait, leaseMS: 1500, firstHoldMS: first, holdMS: 700, dead: dead, waiters: 4})
+				cases = append(cases, simCase{waitMS: wait, leaseMS: 1500, firstHoldMS: first, holdMS: 700, dead: dead, waiters: 4})
 			}
 			// Waiters ahead give up: those behind move up without being told.
 			for _, lc := range []struct{ leave, dead []int }{{[]int{0}, []int{1}}, {[]int{0, 3}, []int{1}}, {[]int{1}, []int{2}}, {[]int{2}, []int{0}}} {
 				for _, at := range []int64{first / 2, first - 100, first + wait/4, first + 2*wait/3} {
-					cases = append(cases, ftSimCase{waitMS: wait, leaseMS: 1500, firstHoldMS: first, holdMS: 700,
+					cases = append(cases, simCase{waitMS: wait, leaseMS: 1500, firstHoldMS: first, holdMS: 700,
 						dead: lc.dead, leave: lc.leave, leaveAtMS: at, waiters: 6})
 				}
 			}
@@ -67,16 +68,16 @@ func TestFairAcquire_liveWaitersNeverPurged(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("wait%d_first%d_dead%v_leave%v@%d", c.waitMS, c.firstHoldMS, c.dead, c.leave, c.leaveAtMS), func(t *testing.T) {
-			ftSimulate(t, c)
+			simulate(t, c)
 		})
 	}
 }
 
-func ftSimulate(t *testing.T, c ftSimCase) {
-	clk := ftDrivenClock(t)
+func simulate(t *testing.T, c simCase) {
+	clk := drivenClock(t)
 	rdb := clk.rdb
 	ctx := context.Background()
-	k := ftKeysOf(uniqueName(t))
+	k := keysOf(backends.UniqueName(t))
 	now := func() int64 { return clk.now - clk.t0 }
 
 	type waiter struct {
@@ -104,28 +105,28 @@ func ftSimulate(t *testing.T, c ftSimCase) {
 	}
 
 	holder, heldUntil, nextRenew := "sim:holder", c.firstHoldMS, c.leaseMS/3
-	if r, err := ftAcquire(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r != nil {
-		t.Fatalf("holder acquire = %v, %v", ftPtr(r), err)
+	if r, err := fairAcquire(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r != nil {
+		t.Fatalf("holder acquire = %v, %v", ptrString(r), err)
 	}
 	var got []string
 	const tick, limit = 10, 120_000
 	for now() < limit && len(got) < len(liveOrder) {
 		clk.advance(tick * time.Millisecond)
 		if holder != "" && now() >= heldUntil {
-			if r, err := ftReleaseWait(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r == nil || *r != 1 {
-				t.Fatalf("t=%dms: %s release = %v, %v; want 1", now(), holder, ftPtr(r), err)
+			if r, err := fairReleaseWait(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r == nil || *r != 1 {
+				t.Fatalf("t=%dms: %s release = %v, %v; want 1", now(), holder, ptrString(r), err)
 			}
 			holder = ""
 		}
 		if holder != "" && now() >= nextRenew {
-			if r, err := ftAcquire(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r != nil {
-				t.Fatalf("t=%dms: %s renewal = %v, %v; want held", now(), holder, ftPtr(r), err)
+			if r, err := fairAcquire(ctx, rdb, k, holder, c.leaseMS, c.waitMS); err != nil || r != nil {
+				t.Fatalf("t=%dms: %s renewal = %v, %v; want held", now(), holder, ptrString(r), err)
 			}
 			nextRenew = now() + c.leaseMS/3
 		}
 		for _, w := range ws {
 			if w.leaves && !w.acquired && w.nextAsk >= 0 && now() >= c.leaveAtMS {
-				if _, err := ftLeave(ctx, rdb, k, w.field, c.waitMS); err != nil {
+				if _, err := fairLeave(ctx, rdb, k, w.field, c.waitMS); err != nil {
 					t.Fatalf("t=%dms: %s leaves: %v", now(), w.field, err)
 				}
 				w.nextAsk = -1
@@ -133,7 +134,7 @@ func ftSimulate(t *testing.T, c ftSimCase) {
 			if w.nextAsk < 0 || now() < w.nextAsk {
 				continue
 			}
-			r, err := ftAcquire(ctx, rdb, k, w.field, c.leaseMS, c.waitMS)
+			r, err := fairAcquire(ctx, rdb, k, w.field, c.leaseMS, c.waitMS)
 			if err != nil {
 				t.Fatalf("t=%dms: %s asks: %v", now(), w.field, err)
 			}
@@ -154,7 +155,7 @@ func ftSimulate(t *testing.T, c ftSimCase) {
 		}
 		// Every live waiter that asked and has not got the lock is queued,
 		// in its order of arrival.
-		s := ftMustSnapshot(t, rdb, k)
+		s := mustSnapshot(t, rdb, k)
 		var queued []string
 		for i, w := range ws {
 			if w.dead || w.leaves || w.acquired || now() <= 10*int64(i+1) {

@@ -1,4 +1,4 @@
-package tests
+package pubsub_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
 // The pub/sub kind (Options.PubSub) against a foreign client that publishes
@@ -21,31 +22,31 @@ import (
 // Java: a foreign holder (HSET N <uuid>:1 1, PEXPIRE N 30000), a lualock
 // waiter, then a script that deletes N and publishes "0" on the release
 // channel with the kind under test. A waiter that listens on that kind must
-// wake within pkWake; one that does not hears nothing and sleeps on its
-// fallback timer (pkTimer here).
+// wake within wakeWithin; one that does not hears nothing and sleeps on its
+// fallback timer (fallbackTimer here).
 
 const (
-	pkWake  = time.Second      // a heard release: milliseconds, bounded far below the timer
-	pkTimer = 10 * time.Second // the waiters' fallback timer (Options.MaxWaitTimer)
-	pkDeaf  = 500 * time.Millisecond
+	wakeWithin    = time.Second      // a heard release: milliseconds, bounded far below the timer
+	fallbackTimer = 10 * time.Second // the waiters' fallback timer (Options.MaxWaitTimer)
+	deafFor       = 500 * time.Millisecond
 )
 
-// pkForeignRelease deletes the lock and publishes "0" on channel with cmd,
+// foreignRelease deletes the lock and publishes "0" on channel with cmd,
 // in one script, as Redisson's unlock does.
-var pkForeignRelease = redis.NewScript(`redis.call('del', KEYS[1]); return redis.call(ARGV[1], KEYS[2], '0')`)
+var foreignRelease = redis.NewScript(`redis.call('del', KEYS[1]); return redis.call(ARGV[1], KEYS[2], '0')`)
 
-// pkAttempts counts, per lock name, the acquire scripts (reentrant and
+// attemptCounter counts, per lock name, the acquire scripts (reentrant and
 // fair) that Redis has run: a waiter makes its first attempt, subscribes,
 // and attempts once more before it sleeps (a release may have gone unheard
 // while it subscribed). A release sent before that second attempt has run
 // is found by it, whatever the pub/sub kind: the test waits for two.
-type pkAttempts struct {
-	passHook
+type attemptCounter struct {
+	backends.PassHook
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (h *pkAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *attemptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		a := cmd.Args()
@@ -59,15 +60,15 @@ func (h *pkAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h *pkAttempts) count(name string) int {
+func (h *attemptCounter) count(name string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n[name]
 }
 
-// pkHears reports which release kinds a waiter with mode hears on the
+// listensTo reports which release kinds a waiter with mode hears on the
 // backend: PUBLISH and/or SPUBLISH.
-func pkHears(mode lualock.PubSubMode, cluster bool) (plain, sharded bool) {
+func listensTo(mode lualock.PubSubMode, cluster bool) (plain, sharded bool) {
 	switch mode {
 	case lualock.PubSubPlain:
 		return true, false
@@ -80,9 +81,9 @@ func pkHears(mode lualock.PubSubMode, cluster bool) (plain, sharded bool) {
 	}
 }
 
-// pkNumSub returns the number of plain and of sharded subscribers of
+// numSub returns the number of plain and of sharded subscribers of
 // channel, summed over the masters of a cluster.
-func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, sharded int64) {
+func numSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, sharded int64) {
 	t.Helper()
 	plain, sharded, err := harness.NumSub(context.Background(), rdb, channel)
 	if err != nil {
@@ -92,37 +93,37 @@ func pkNumSub(t *testing.T, rdb redis.UniversalClient, channel string) (plain, s
 }
 
 // TestClient_PubSub_foreignRelease: on standalone Redis and the cluster, for
-// every mode, the reentrant and the fair lock, a waiter wakes within pkWake
+// every mode, the reentrant and the fair lock, a waiter wakes within wakeWithin
 // of a foreign release published on a kind it listens to, and does not wake
 // (it sleeps on its timer) for a kind it does not. With the default (auto)
 // on the cluster, an SPUBLISH release (Redisson 3.22+) wakes it: before
 // Options.PubSub, lualock listened with SUBSCRIBE there and slept.
 func TestClient_PubSub_foreignRelease(t *testing.T) {
-	shortParallel(t)
+	backends.ShortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
-	for _, b := range backends() {
-		if b.mini != nil || b.name == "miniredis" {
+	for _, b := range backends.All() {
+		if b.Mini() {
 			continue // no SPUBLISH in miniredis
 		}
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.new(t)
-			attempts := &pkAttempts{n: map[string]int{}}
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.New(t)
+			attempts := &attemptCounter{n: map[string]int{}}
 			rdb.AddHook(attempts)
 			var lat []time.Duration
 			for _, mode := range modes {
-				c := lkNew(t, rdb, lualock.Options{PubSub: mode, MaxWaitTimer: pkTimer, SubscriptionLinger: -1})
-				hearsPlain, hearsSharded := pkHears(mode, b.cluster)
+				c := backends.NewClient(t, rdb, lualock.Options{PubSub: mode, MaxWaitTimer: fallbackTimer, SubscriptionLinger: -1})
+				hearsPlain, hearsSharded := listensTo(mode, b.Cluster)
 				for _, fair := range []bool{false, true} {
 					for _, cmd := range []string{"publish", "spublish"} {
 						hears := hearsPlain
 						if cmd == "spublish" {
 							hears = hearsSharded
 						}
-						name := fmt.Sprintf("%s-%v-%v-%s", uniqueName(t), mode, fair, cmd)
-						d, woke := pkWait(t, rdb, c, name, fair, cmd, mode, attempts)
+						name := fmt.Sprintf("%s-%v-%v-%s", backends.UniqueName(t), mode, fair, cmd)
+						d, woke := waitWoken(t, rdb, c, name, fair, cmd, mode, attempts)
 						switch {
 						case hears && !woke:
-							t.Errorf("mode %v, fair=%v: a %s release did not wake the waiter within %v", mode, fair, cmd, pkWake)
+							t.Errorf("mode %v, fair=%v: a %s release did not wake the waiter within %v", mode, fair, cmd, wakeWithin)
 						case hears:
 							lat = append(lat, d)
 						case woke:
@@ -136,11 +137,11 @@ func TestClient_PubSub_foreignRelease(t *testing.T) {
 	}
 }
 
-// pkWait makes a foreign holder of name, a waiter of client c, and a
+// waitWoken makes a foreign holder of name, a waiter of client c, and a
 // foreign release with cmd; it returns how long after the release the
-// waiter got the lock and whether it did within pkWake (pkDeaf for a kind
+// waiter got the lock and whether it did within wakeWithin (deafFor for a kind
 // mode does not listen to). It cleans the lock up either way.
-func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name string, fair bool, cmd string, mode lualock.PubSubMode, attempts *pkAttempts) (time.Duration, bool) {
+func waitWoken(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name string, fair bool, cmd string, mode lualock.PubSubMode, attempts *attemptCounter) (time.Duration, bool) {
 	t.Helper()
 	ctx := context.Background()
 	if err := rdb.HSet(ctx, name, "6b8f1e52-0000-4000-8000-000000000001:1", 1).Err(); err != nil {
@@ -163,25 +164,25 @@ func pkWait(t *testing.T, rdb redis.UniversalClient, c *lualock.Client, name str
 		// The fair waiter listens on its own channel, channel:field; the
 		// field is the head of the queue.
 		queue := "redisson_lock_queue:{" + name + "}"
-		waitFor(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 })
+		backends.WaitFor(t, "condition", 2*time.Second, func() bool { return rdb.LLen(ctx, queue).Val() == 1 })
 		channel += ":" + rdb.LIndex(ctx, queue, 0).Val()
 	}
-	wantPlain, wantSharded := pkHears(mode, rdbIsCluster(rdb))
-	waitFor(t, func() bool {
-		p, s := pkNumSub(t, rdb, channel)
+	wantPlain, wantSharded := listensTo(mode, rdbIsCluster(rdb))
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool {
+		p, s := numSub(t, rdb, channel)
 		return (p > 0) == wantPlain && (s > 0) == wantSharded
 	})
-	waitFor(t, func() bool { return attempts.count(name) >= 2 }) // asleep: only a message wakes it now
+	backends.WaitFor(t, "condition", 2*time.Second, func() bool { return attempts.count(name) >= 2 }) // asleep: only a message wakes it now
 	hears := wantPlain
 	if cmd == "spublish" {
 		hears = wantSharded
 	}
-	limit := pkWake
+	limit := wakeWithin
 	if !hears {
-		limit = pkDeaf
+		limit = deafFor
 	}
 	start := time.Now()
-	if err := pkForeignRelease.Run(ctx, rdb, []string{name, channel}, cmd).Err(); err != nil {
+	if err := foreignRelease.Run(ctx, rdb, []string{name, channel}, cmd).Err(); err != nil {
 		t.Fatal(err)
 	}
 	tm := time.NewTimer(limit)
@@ -227,19 +228,19 @@ func maxDur(ds []time.Duration) time.Duration {
 // publishes on the kinds its mode says, which raw SUBSCRIBE and SSUBSCRIBE
 // connections observe: auto as Redisson 3.22+ on the topology, both on both.
 func TestClient_PubSub_publishes(t *testing.T) {
-	shortParallel(t)
+	backends.ShortParallel(t)
 	modes := []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubPlain, lualock.PubSubSharded, lualock.PubSubBoth}
-	for _, b := range backends() {
-		if b.name == "miniredis" {
+	for _, b := range backends.All() {
+		if b.Name == "miniredis" {
 			continue
 		}
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.new(t)
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.New(t)
 			ctx := context.Background()
 			for _, mode := range modes {
-				c := lkNew(t, rdb, lualock.Options{PubSub: mode})
+				c := backends.NewClient(t, rdb, lualock.Options{PubSub: mode})
 				for _, force := range []bool{false, true} {
-					name := fmt.Sprintf("%s-%v-%v", uniqueName(t), mode, force)
+					name := fmt.Sprintf("%s-%v-%v", backends.UniqueName(t), mode, force)
 					channel := "redisson_lock__channel:{" + name + "}"
 					plain := rdb.Subscribe(ctx, channel)
 					sharded := rdb.SSubscribe(ctx, channel)
@@ -259,7 +260,7 @@ func TestClient_PubSub_publishes(t *testing.T) {
 					} else if err := l.Unlock(ctx); err != nil {
 						t.Fatal(err)
 					}
-					wantPlain, wantSharded := pkHears(mode, b.cluster)
+					wantPlain, wantSharded := listensTo(mode, b.Cluster)
 					for _, k := range []struct {
 						ps   *redis.PubSub
 						want bool
@@ -293,11 +294,11 @@ func TestClient_PubSub_publishes(t *testing.T) {
 // sentinel-managed Redis, where Redisson uses plain pub/sub) is not taken
 // for a Redis Cluster: the default publishes with PUBLISH, not SPUBLISH.
 func TestClient_PubSub_autoClusterSlots(t *testing.T) {
-	for _, b := range backends() {
-		if b.name != "standalone" {
+	for _, b := range backends.All() {
+		if b.Name != "standalone" {
 			continue
 		}
-		plainRdb := b.new(t)
+		plainRdb := b.New(t)
 		addr := plainRdb.(*redis.Client).Options().Addr
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{
 			ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
@@ -306,8 +307,8 @@ func TestClient_PubSub_autoClusterSlots(t *testing.T) {
 		})
 		t.Cleanup(func() { _ = rdb.Close() })
 		ctx := context.Background()
-		c := lkNew(t, rdb, lualock.Options{})
-		name := uniqueName(t)
+		c := backends.NewClient(t, rdb, lualock.Options{})
+		name := backends.UniqueName(t)
 		plain := plainRdb.Subscribe(ctx, "redisson_lock__channel:{"+name+"}")
 		defer plain.Close()
 		sharded := plainRdb.SSubscribe(ctx, "redisson_lock__channel:{"+name+"}")

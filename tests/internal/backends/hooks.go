@@ -1,0 +1,73 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PassHook is a redis.Hook that changes nothing: the test hooks embed it
+// and override the methods they need.
+type PassHook struct{}
+
+// DialHook returns next.
+func (PassHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook returns next.
+func (PassHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+// ProcessPipelineHook returns next.
+func (PassHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// RedisErr is a Redis error reply ("LOADING ...", "ERR ...") made up by a
+// test.
+type RedisErr string
+
+func (e RedisErr) Error() string { return string(e) }
+
+// RedisError marks e as a reply of the server (go-redis's redis.Error).
+func (RedisErr) RedisError() {}
+
+// FailScript fails the EVALSHA calls of one script without sending them,
+// while Armed: with io.EOF an outcome the client cannot know, with a
+// RedisErr a server that refuses the call. When Field is set, only the
+// calls whose ARGV[2] (the owner field of the acquire and release scripts)
+// is Field fail.
+type FailScript struct {
+	PassHook
+	SHA   string
+	Field string
+	Err   error
+	Armed atomic.Bool
+	Hits  atomic.Int32
+}
+
+// ProcessHook fails the matching calls while h is armed.
+func (h *FailScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.Armed.Load() && h.matches(cmd.Args()) {
+			h.Hits.Add(1)
+			cmd.SetErr(h.Err)
+			return h.Err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *FailScript) matches(args []any) bool {
+	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") || args[1] != h.SHA {
+		return false
+	}
+	if h.Field == "" {
+		return true
+	}
+	numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+	field := 3 + numKeys + 1 // ARGV[2]
+	return err == nil && field < len(args) && fmt.Sprint(args[field]) == h.Field
+}
