@@ -25,11 +25,19 @@ var Scripts = []*Script{
 	FairForceReleaseScript,
 	FairLeaveScript,
 	FairReleaseScript,
+	FencedAcquireScript,
 	LockAcquireScript,
 	LockForceReleaseScript,
 	LockReleaseScript,
 	LockRenewScript,
 	LockStatusScript,
+	RwlockForceReleaseScript,
+	RwlockReadAcquireScript,
+	RwlockReadReleaseScript,
+	RwlockReadRenewScript,
+	RwlockStatusScript,
+	RwlockWriteAcquireScript,
+	RwlockWriteReleaseScript,
 }
 
 // Script describes one Lua script of the package and runs it.
