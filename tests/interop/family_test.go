@@ -686,7 +686,7 @@ func (s *famSuite) spinHandover(t *testing.T) {
 
 // fencedAbsent: Redisson 3.16 has no fenced lock (the agent says so).
 func (s *famSuite) fencedAbsent(t *testing.T) {
-	r := <-s.ag.send("fa", "gettoken", uniqueName(t))
+	r := <-s.ag.send("fa", "gettoken", uniqueName(t), "fe")
 	if r.ok || !strings.Contains(r.err, "no RFencedLock") {
 		t.Fatalf("gettoken on %s = %+v, want the agent's 'no RFencedLock' error", s.j, r)
 	}
@@ -711,29 +711,29 @@ func (s *famSuite) fencedTokens(t *testing.T) {
 		}
 		return v
 	}
-	t1 := tok(s.ag.do(t, "ft", "token", n.name, famLease))
+	t1 := tok(s.ag.do(t, "ft", "token", n.name, "fe", famLease))
 	wantRefused(t, "Go fenced beside Redisson's")(func() (int64, error) { w, _, err := g.fenced(ctx, 1); return w, err }())
 	s.ag.do(t, "ft", "unlock", n.name, "fe")
 	w, t2, err := g.fenced(ctx, 1)
 	if err != nil || w != 0 || t2 != t1+1 {
 		t.Fatalf("Go fenced after Redisson's token %d = wait %d, token %d, %v; want token %d", t1, w, t2, err, t1+1)
 	}
-	javaSays(t, s.ag.do(t, "ft", "trytoken", n.name, 0), "tryLockAndGetToken beside Go's hold", "null")
-	javaSays(t, s.ag.do(t, "ft", "gettoken", n.name), "getToken", strconv.FormatInt(t2, 10))
+	javaSays(t, s.ag.do(t, "ft", "trytoken", n.name, "fe", 0), "tryLockAndGetToken beside Go's hold", "null")
+	javaSays(t, s.ag.do(t, "ft", "gettoken", n.name, "fe"), "getToken", strconv.FormatInt(t2, 10))
 	w, t3, err := g.fenced(ctx, 2)
 	if err != nil || w != 0 || t3 != t2+1 {
 		t.Fatalf("Go re-entry = wait %d, token %d, %v; want token %d", w, t3, err, t2+1)
 	}
 	wantReleased(t, "Go release", 0)(g.release(ctx, 2, s.publish))
 	wantReleased(t, "Go release", 1)(g.release(ctx, 1, s.publish))
-	if t4 := tok(s.ag.do(t, "ft", "token", n.name, famLease)); t4 != t3+1 {
+	if t4 := tok(s.ag.do(t, "ft", "token", n.name, "fe", famLease)); t4 != t3+1 {
 		t.Fatalf("Redisson's token after Go's %d = %d, want %d", t3, t4, t3+1)
 	}
 	s.ag.do(t, "ft", "unlock", n.name, "fe")
 
 	// Both sides at once; each hold pushes its token inside the hold.
 	list := n.name + ":tokens"
-	jdone := s.ag.send("fl", "tokenloop", n.name, perSide, list)
+	jdone := s.ag.send("fl", "tokenloop", n.name, "fe", perSide, list)
 	for range perSide {
 		var tk int64
 		if _, err := s.waitFor(ctx, t, n.channel, func() (int64, error) {
@@ -778,7 +778,7 @@ func (s *famSuite) fencedWakeup(t *testing.T) {
 		if w, _, err := g.fenced(ctx, 1); err != nil || w != 0 {
 			t.Fatalf("Go fenced = %d, %v", w, err)
 		}
-		got := s.ag.send("fw", "token", n.name, famLease)
+		got := s.ag.send("fw", "token", n.name, "fe", famLease)
 		subscribed(t, s.b.rdb, n.channel)
 		time.Sleep(30 * time.Millisecond)
 		start := time.Now()

@@ -18,10 +18,8 @@
 // Redisson's lock owner is the thread, so every OWNER is one thread of its
 // own: the commands of one owner run in order on it, and a blocked lock()
 // of one owner never holds up another. KIND is r (RLock, the reentrant
-// lock), f (RFairLock), rr or rw (the read or the write lock of
-// RReadWriteLock), s (RSpinLock) or fe (RFencedLock, Redisson 3.19 and
-// later; reached by reflection, so that the agent compiles against 3.16.8
-// too). Ops:
+// lock) or f (RFairLock), or one of issue 14's lock family (see familyOp
+// for them and their own ops). Ops:
 //
 //     lock NAME KIND LEASE_MS            lock(); LEASE_MS -1: the watchdog
 //     trylock NAME KIND WAIT_MS LEASE_MS tryLock(); VALUE true|false
@@ -34,16 +32,6 @@
 //         GET COUNTER, pause HOLD_US, SET COUNTER +1; DECR INSIDE; unlock().
 //         VALUE: the overlaps seen.
 //     push NAME KIND LIST LABEL HOLD_MS  lock(); RPUSH LIST LABEL; pause; unlock()
-//     locked NAME KIND                   isLocked()
-//     rwloop NAME KIND N READERS WRITERS HOLD_US
-//         KIND rr or rw. N times: lock(); INCR READERS (rr) or WRITERS (rw);
-//         an overlap when a writer sees another writer or a reader, or a
-//         reader sees a writer; pause HOLD_US; DECR; unlock(). VALUE: the
-//         overlaps seen.
-//     token NAME LEASE_MS                RFencedLock.lockAndGetToken(); LEASE_MS -1: the watchdog
-//     trytoken NAME WAIT_MS              RFencedLock.tryLockAndGetToken(WAIT_MS); VALUE the token or null
-//     gettoken NAME                      RFencedLock.getToken()
-//     tokenloop NAME N LIST              N times: lockAndGetToken(); RPUSH LIST token; unlock()
 //
 // "quit" (no id) ends it. The agent is the project's own test tool: it
 // calls only Redisson's public API.
@@ -138,32 +126,54 @@ public final class Agent {
             case "f":
                 return redisson.getFairLock(name);
             case "rr":
-                return redisson.getReadWriteLock(name).readLock();
             case "rw":
-                return redisson.getReadWriteLock(name).writeLock();
             case "s":
-                return redisson.getSpinLock(name);
             case "fe":
-                return fenced(name);
+                return familyLock(name, kind);
             default:
                 return redisson.getLock(name);
         }
     }
 
-    // fenced returns RFencedLock NAME by reflection: Redisson 3.16.8 has none.
-    private static RLock fenced(String name) throws Exception {
-        Method m;
-        try {
-            m = redisson.getClass().getMethod("getFencedLock", String.class);
-        } catch (NoSuchMethodException e) {
-            throw new UnsupportedOperationException("this Redisson has no RFencedLock");
+    // ---- issue 14: the lock family (family helper) ----
+    //
+    // Kinds: rr and rw (the read and the write lock of RReadWriteLock), s
+    // (RSpinLock), fe (RFencedLock, Redisson 3.19 and later; reached by
+    // reflection, so that the agent compiles against 3.16.8 too). Every op
+    // above takes them; these are their own:
+    //
+    //     locked NAME KIND                   isLocked()
+    //     rwloop NAME KIND N READERS WRITERS HOLD_US
+    //         KIND rr or rw. N times: lock(); INCR READERS (rr) or WRITERS
+    //         (rw); an overlap when a writer sees another writer or a
+    //         reader, or a reader sees a writer; pause HOLD_US; DECR;
+    //         unlock(). VALUE: the overlaps seen.
+    //     token NAME fe LEASE_MS             RFencedLock.lockAndGetToken(); LEASE_MS -1: the watchdog
+    //     trytoken NAME fe WAIT_MS           tryLockAndGetToken(WAIT_MS); VALUE the token or null
+    //     gettoken NAME fe                   getToken()
+    //     tokenloop NAME fe N LIST           N times: lockAndGetToken(); RPUSH LIST token; unlock()
+
+    private static RLock familyLock(String name, String kind) throws Exception {
+        switch (kind) {
+            case "rr":
+                return redisson.getReadWriteLock(name).readLock();
+            case "rw":
+                return redisson.getReadWriteLock(name).writeLock();
+            case "s":
+                return redisson.getSpinLock(name);
+            default:
+                Method m;
+                try {
+                    m = redisson.getClass().getMethod("getFencedLock", String.class);
+                } catch (NoSuchMethodException e) {
+                    throw new UnsupportedOperationException("this Redisson has no RFencedLock");
+                }
+                return (RLock) m.invoke(redisson, name);
         }
-        return (RLock) m.invoke(redisson, name);
     }
 
-    // call runs the public method NAME of the fenced lock of a[1].
-    private static Object callFenced(String[] a, String method, Class<?>[] types, Object... args) throws Exception {
-        RLock l = fenced(a[1]);
+    // fencedCall runs the public method NAME of the fenced lock l.
+    private static Object fencedCall(RLock l, String method, Class<?>[] types, Object... args) throws Exception {
         try {
             return l.getClass().getMethod(method, types).invoke(l, args);
         } catch (InvocationTargetException e) {
@@ -173,6 +183,72 @@ public final class Agent {
             throw e;
         }
     }
+
+    private static String familyOp(String[] a, RLock l) throws Exception {
+        Class<?>[] none = new Class<?>[0];
+        Class<?>[] timed = new Class<?>[] {long.class, TimeUnit.class};
+        switch (a[0]) {
+            case "locked":
+                return String.valueOf(l.isLocked());
+            case "rwloop": {
+                int n = Integer.parseInt(a[3]);
+                boolean writer = a[2].equals("rw");
+                RAtomicLong readers = redisson.getAtomicLong(a[4]);
+                RAtomicLong writers = redisson.getAtomicLong(a[5]);
+                long holdNanos = Long.parseLong(a[6]) * 1000;
+                int overlaps = 0;
+                for (int i = 0; i < n; i++) {
+                    l.lock();
+                    try {
+                        if (writer) {
+                            if (writers.incrementAndGet() != 1 || readers.get() != 0) {
+                                overlaps++;
+                            }
+                        } else {
+                            readers.incrementAndGet();
+                            if (writers.get() != 0) {
+                                overlaps++;
+                            }
+                        }
+                        if (holdNanos > 0) {
+                            LockSupport.parkNanos(holdNanos);
+                        }
+                        (writer ? writers : readers).decrementAndGet();
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                return String.valueOf(overlaps);
+            }
+            case "token": {
+                long lease = Long.parseLong(a[3]);
+                if (lease < 0) {
+                    return String.valueOf(fencedCall(l, "lockAndGetToken", none));
+                }
+                return String.valueOf(fencedCall(l, "lockAndGetToken", timed, lease, TimeUnit.MILLISECONDS));
+            }
+            case "trytoken":
+                return String.valueOf(fencedCall(l, "tryLockAndGetToken", timed, Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "gettoken":
+                return String.valueOf(fencedCall(l, "getToken", none));
+            case "tokenloop": {
+                int n = Integer.parseInt(a[3]);
+                for (int i = 0; i < n; i++) {
+                    Object t = fencedCall(l, "lockAndGetToken", none);
+                    try {
+                        redisson.getList(a[4], StringCodec.INSTANCE).add(String.valueOf(t));
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                return "true";
+            }
+            default:
+                throw new IllegalArgumentException("unknown op " + a[0]);
+        }
+    }
+
+    // ---- end of issue 14 ----
 
     private static void run(String id, String[] a) {
         long t0 = micros();
@@ -186,33 +262,6 @@ public final class Agent {
     }
 
     private static String op(String[] a) throws Exception {
-        switch (a[0]) {
-            case "token": {
-                long lease = Long.parseLong(a[2]);
-                if (lease < 0) {
-                    return String.valueOf(callFenced(a, "lockAndGetToken", new Class<?>[0]));
-                }
-                return String.valueOf(callFenced(a, "lockAndGetToken", new Class<?>[] {long.class, TimeUnit.class}, lease, TimeUnit.MILLISECONDS));
-            }
-            case "trytoken":
-                return String.valueOf(callFenced(a, "tryLockAndGetToken", new Class<?>[] {long.class, TimeUnit.class}, Long.parseLong(a[2]), TimeUnit.MILLISECONDS));
-            case "gettoken":
-                return String.valueOf(callFenced(a, "getToken", new Class<?>[0]));
-            case "tokenloop": {
-                int n = Integer.parseInt(a[2]);
-                RLock l = fenced(a[1]);
-                for (int i = 0; i < n; i++) {
-                    Object t = callFenced(a, "lockAndGetToken", new Class<?>[0]);
-                    try {
-                        redisson.getList(a[3], StringCodec.INSTANCE).add(String.valueOf(t));
-                    } finally {
-                        l.unlock();
-                    }
-                }
-                return "true";
-            }
-            default:
-        }
         RLock l = lock(a[1], a[2]);
         switch (a[0]) {
             case "lock": {
@@ -273,40 +322,8 @@ public final class Agent {
                 }
                 return "true";
             }
-            case "locked":
-                return String.valueOf(l.isLocked());
-            case "rwloop": {
-                int n = Integer.parseInt(a[3]);
-                boolean writer = a[2].equals("rw");
-                RAtomicLong readers = redisson.getAtomicLong(a[4]);
-                RAtomicLong writers = redisson.getAtomicLong(a[5]);
-                long holdNanos = Long.parseLong(a[6]) * 1000;
-                int overlaps = 0;
-                for (int i = 0; i < n; i++) {
-                    l.lock();
-                    try {
-                        if (writer) {
-                            if (writers.incrementAndGet() != 1 || readers.get() != 0) {
-                                overlaps++;
-                            }
-                        } else {
-                            readers.incrementAndGet();
-                            if (writers.get() != 0) {
-                                overlaps++;
-                            }
-                        }
-                        if (holdNanos > 0) {
-                            LockSupport.parkNanos(holdNanos);
-                        }
-                        (writer ? writers : readers).decrementAndGet();
-                    } finally {
-                        l.unlock();
-                    }
-                }
-                return String.valueOf(overlaps);
-            }
             default:
-                throw new IllegalArgumentException("unknown op " + a[0]);
+                return familyOp(a, l);
         }
     }
 }
