@@ -33,6 +33,7 @@ if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
 end
 -- @include "include/notify.lua"
+-- @include "include/notify_value.lua"
 
 local replay = redis.call('get', latch)
 if replay then
@@ -42,7 +43,11 @@ end
 local deleted = false
 if redis.call('hget', lock, 'mode') == mode then
   redis.call('del', lock)
-  notify(channel, mode == 'read' and 0 or 1)
+  if mode == 'read' then
+    notify(channel)
+  else
+    notify_value(channel, 1)
+  end
   deleted = true
 end
 redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)

@@ -106,6 +106,6 @@ end
 -- No live read hold is left: the owner's own remaining holds too, if any,
 -- had expired.
 redis.call('del', lock)
-notify(channel, 0)
+notify(channel)
 redis.call('set', latch, 1, 'px', latch_ms)
 return 1

@@ -42,7 +42,7 @@ end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
 end
--- @include "include/notify.lua"
+-- @include "include/notify_value.lua"
 if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
 end
@@ -78,6 +78,6 @@ if redis.call('hlen', lock) == 1 then
 else
   redis.call('hset', lock, 'mode', 'read')
 end
-notify(channel, 1)
+notify_value(channel, 1)
 redis.call('set', latch, 1, 'px', latch_ms)
 return 1
