@@ -54,6 +54,7 @@ func TestRedissonFamily(t *testing.T) {
 				t.Run("rwlock/exclusion", s.rwExclusion)
 				t.Run("rwlock/holds", s.rwHolds)
 				t.Run("rwlock/wakeup", s.rwWakeup)
+				t.Run("rwlock/timeouts", s.rwTimeouts)
 				t.Run("spin/exclusion", s.spinExclusion)
 				t.Run("spin/handover", s.spinHandover)
 				if j.atLeast(3, 19) {
@@ -481,6 +482,74 @@ func (s *famSuite) rwHolds(t *testing.T) {
 	if rdb.Exists(ctx, n.name).Val() != 0 {
 		t.Fatalf("lock left after the last reader")
 	}
+}
+
+// rwTimeouts: each side reads the other's per-hold timeout keys. A reader
+// whose hold timed out (its timeout key expired, the lock kept alive by
+// the other's longer hold) is dead to the other side's release, which
+// deletes the lock; and a Go reader renewed by rwlock_read_renew stays
+// alive to Redisson past its first lease.
+func (s *famSuite) rwTimeouts(t *testing.T) {
+	const short = 400 // ms
+	ctx := context.Background()
+	rdb := s.b.rdb
+	expired := func(key string) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, key+" expired", func() bool { return rdb.Exists(ctx, key).Val() == 0 })
+	}
+
+	// A Go reader times out; Redisson's last read unlock deletes the lock.
+	n := newFamNames(uniqueName(t) + "-go-dies")
+	g := s.holder(n)
+	if v, err := generated.RwlockReadAcquire(ctx, rdb, generated.RwlockReadAcquireKeys{Lock: n.name, Prefix: n.prefix},
+		generated.RwlockReadAcquireArgs{LeaseMS: short, Field: g.field, Holds: 1}); err != nil || v != 0 {
+		t.Fatalf("Go read (lease %d ms) = %d, %v", short, v, err)
+	}
+	s.ag.do(t, "jt", "lock", n.name, "rr", famLease)
+	expired(n.prefix + ":" + g.field + ":rwlock_timeout:1")
+	if rdb.HExists(ctx, n.name, g.field).Val() != true {
+		t.Fatalf("the Go reader's field went with its timeout key; want it left for the cleanup")
+	}
+	s.ag.do(t, "jt", "unlock", n.name, "rr")
+	if rdb.Exists(ctx, n.name).Val() != 0 {
+		t.Fatalf("Redisson's last live reader left, but the lock stays: it counted the Go reader's expired hold (%v)", rdb.HGetAll(ctx, n.name).Val())
+	}
+
+	// A Redisson reader times out; the Go reader's release deletes the lock.
+	n = newFamNames(uniqueName(t) + "-java-dies")
+	g = s.holder(n)
+	s.ag.do(t, "jt", "lock", n.name, "rr", short)
+	var jf string
+	for f := range rdb.HGetAll(ctx, n.name).Val() {
+		if f != "mode" {
+			jf = f
+		}
+	}
+	wantAcquired(t, "Go read")(g.read(ctx, 1))
+	expired(n.prefix + ":" + jf + ":rwlock_timeout:1")
+	wantReleased(t, "Go read release", 1)(g.readRelease(ctx, 1))
+	if rdb.Exists(ctx, n.name).Val() != 0 {
+		t.Fatalf("the Go reader left, but the lock stays: it counted Redisson's expired hold (%v)", rdb.HGetAll(ctx, n.name).Val())
+	}
+
+	// A Go reader renewed past three of its leases keeps Redisson's writer out.
+	n = newFamNames(uniqueName(t) + "-go-renewed")
+	g = s.holder(n)
+	if v, err := generated.RwlockReadAcquire(ctx, rdb, generated.RwlockReadAcquireKeys{Lock: n.name, Prefix: n.prefix},
+		generated.RwlockReadAcquireArgs{LeaseMS: short, Field: g.field, Holds: 1}); err != nil || v != 0 {
+		t.Fatalf("Go read (lease %d ms) = %d, %v", short, v, err)
+	}
+	for end := time.Now().Add(3 * short * time.Millisecond); time.Now().Before(end); time.Sleep(short / 4 * time.Millisecond) {
+		got, err := generated.RwlockReadRenew(ctx, rdb, generated.RwlockReadRenewKeys{Keys: []string{n.name, n.prefix}},
+			generated.RwlockReadRenewArgs{LeaseMS: short, Fields: []string{g.field}})
+		if err != nil || len(got) != 1 || got[0] != 1 {
+			t.Fatalf("renew = %v, %v; want [1]", got, err)
+		}
+	}
+	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock beside a renewed Go reader", "false")
+	wantReleased(t, "Go read release", 1)(g.readRelease(ctx, 1))
+	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock after the Go reader left", "true")
+	s.ag.do(t, "jt", "unlock", n.name, "rw")
 }
 
 // rwWakeup measures the wake-ups both ways, for each message: a writer's
