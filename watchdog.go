@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // watchdog renews the lease of every watched hold of a client, every
@@ -268,13 +269,46 @@ func (w *watchdog) expire() {
 	}
 }
 
-// batch is one renewal script call.
+// batch is one renewal script call: lock_renew, or for read holds of a
+// read-write lock (read) rwlock_read_renew.
 type batch struct {
 	locks []*Lock
 	gens  []uint64
+	read  bool
 	keys  generated.LockRenewKeys
 	args  generated.LockRenewArgs
 	cmd   *redis.Cmd
+}
+
+// readRenewer is implemented by the protocols whose holds the watchdog
+// renews with rwlock_read_renew rather than lock_renew (the read lock).
+type readRenewer interface{ readRenewal() bool }
+
+func renewsReads(l *Lock) bool {
+	r, ok := l.p.(readRenewer)
+	return ok && r.readRenewal()
+}
+
+// queue queues b's renewal call on p.
+func (b *batch) queue(ctx context.Context, p redis.Pipeliner) {
+	if !b.read {
+		b.cmd = generated.LockRenewCmd(ctx, p, b.keys, b.args)
+		return
+	}
+	ks := make([]string, 0, 2*len(b.keys.Locks))
+	for _, name := range b.keys.Locks {
+		ks = append(ks, name, keys.RWTimeoutPrefix(name))
+	}
+	b.cmd = generated.RwlockReadRenewCmd(ctx, p, generated.RwlockReadRenewKeys{Keys: ks},
+		generated.RwlockReadRenewArgs{LeaseMS: b.args.LeaseMS, Fields: b.args.Fields})
+}
+
+// result reads b's reply.
+func (b *batch) result() ([]int64, error) {
+	if b.read {
+		return generated.RwlockReadRenewResult(b.cmd)
+	}
+	return generated.LockRenewResult(b.cmd)
 }
 
 // renewAll renews every watched hold once. It returns false when some call
@@ -365,13 +399,16 @@ func (w *watchdog) renewGroup(g nodeGroup) bool {
 			loader = g.node // only the node that lost its scripts
 		}
 		if err = generated.LockRenewScript.Load(ctx, loader); err == nil {
+			err = generated.RwlockReadRenewScript.Load(ctx, loader)
+		}
+		if err == nil {
 			_ = w.send(ctx, g.batches) // each batch's result is read from its cmd below
 		}
 	}
 	took := time.Since(start)
 	ok := true
 	for _, b := range g.batches {
-		res, err := generated.LockRenewResult(b.cmd)
+		res, err := b.result()
 		if err == nil && len(res) != len(b.locks) {
 			err = fmt.Errorf("renewal reply has %d results for %d locks", len(res), len(b.locks))
 		}
@@ -399,7 +436,7 @@ func (w *watchdog) land() {
 func (w *watchdog) send(ctx context.Context, batches []*batch) error {
 	_, err := w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, b := range batches {
-			b.cmd = generated.LockRenewCmd(ctx, p, b.keys, b.args)
+			b.queue(ctx, p)
 		}
 		return nil
 	})
@@ -415,10 +452,11 @@ func (w *watchdog) send(ctx context.Context, batches []*batch) error {
 func (w *watchdog) batches() []*batch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	group := func(*Lock) int { return 0 }
+	// Batches per renewal script (read holds apart), and per slot on a cluster.
+	group := func(l *Lock) int { return int(b2i(renewsReads(l))) }
 	limit := w.c.cfg.RenewBatch
 	if _, ok := w.c.rdb.(*redis.ClusterClient); ok {
-		group = func(l *Lock) int { return slot(l.name) }
+		group = func(l *Lock) int { return 2*slot(l.name) + int(b2i(renewsReads(l))) }
 	}
 	open := map[int]*batch{}
 	var out []*batch
@@ -434,14 +472,14 @@ func (w *watchdog) batches() []*batch {
 		g := group(l)
 		b := open[g]
 		if b == nil || len(b.locks) >= limit {
-			b = &batch{args: generated.LockRenewArgs{LeaseMS: lease}}
+			b = &batch{args: generated.LockRenewArgs{LeaseMS: lease}, read: renewsReads(l)}
 			open[g] = b
 			out = append(out, b)
 		}
 		b.locks = append(b.locks, l)
 		b.gens = append(b.gens, e.gen)
 		b.keys.Locks = append(b.keys.Locks, l.name)
-		b.args.Fields = append(b.args.Fields, l.field)
+		b.args.Fields = append(b.args.Fields, l.countField())
 	}
 	return out
 }

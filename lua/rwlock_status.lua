@@ -3,7 +3,7 @@
 --
 -- @key    lock   the lock hash N
 -- @arg    field  string  owner field C:H
--- @return []int  {mode: 0 free, 1 read, 2 write; read hold count of the owner; write hold count of the owner; PTTL in ms (-2: no lock, -1: no expiry)}
+-- @return []int  {mode: 0 free, 1 read, 2 write; read hold count of the owner; write hold count of the owner; PTTL in ms (-2: no lock, -1: no expiry); fields in the hash (HLEN)}
 -- @flag   read-only
 -- @flag   idempotent
 
@@ -16,4 +16,5 @@ return {
   tonumber(values[2]) or 0,
   tonumber(values[3]) or 0,
   redis.call('pttl', lock),
+  redis.call('hlen', lock),
 }

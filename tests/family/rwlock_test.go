@@ -410,20 +410,20 @@ func TestRwlockReadRenew(t *testing.T) {
 // PTTL, in one read-only call.
 func TestRwlockStatus(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, rdb redis.UniversalClient, n names) {
-		check := func(what string, mode, reads, writes int64, lo, hi int64) {
+		check := func(what string, mode, reads, writes int64, lo, hi, hlen int64) {
 			t.Helper()
 			st, err := rwStatus(rdb, n, r1)
-			if err != nil || len(st) != 4 || st[0] != mode || st[1] != reads || st[2] != writes || st[3] <= lo || st[3] > hi {
-				t.Fatalf("%s: status = %v, %v; want [%d %d %d (%d, %d]]", what, st, err, mode, reads, writes, lo, hi)
+			if err != nil || len(st) != 5 || st[0] != mode || st[1] != reads || st[2] != writes || st[3] <= lo || st[3] > hi || st[4] != hlen {
+				t.Fatalf("%s: status = %v, %v; want [%d %d %d (%d, %d] %d]", what, st, err, mode, reads, writes, lo, hi, hlen)
 			}
 		}
-		check("free", 0, 0, 0, -3, -2)
+		check("free", 0, 0, 0, -3, -2, 0)
 		acquired(t, "w")(writeAcquire(rdb, n, r1, 1, lease))
 		acquired(t, "r")(readAcquire(rdb, n, r1, 1, lease))
-		check("write and read", 2, 1, 1, lease-2000, lease)
+		check("write and read", 2, 1, 1, lease-2000, lease, 3)
 		released(t, "w", 1)(writeRelease(rdb, n, n.latch(), r1, 1, lease, b.publish))
 		acquired(t, "r2")(readAcquire(rdb, n, r2, 1, lease))
-		check("read", 1, 1, 0, lease-2000, lease)
+		check("read", 1, 1, 0, lease-2000, lease, 3)
 		del(t, rdb, n.name, n.timeoutKey(r1, 1), n.timeoutKey(r2, 1))
 	})
 }
