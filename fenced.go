@@ -38,6 +38,10 @@ func (c *Client) NewFencedLock(name string) *FencedLock {
 	return &FencedLock{c.newLock(name, &fenced{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer), token: keys.Tag(keys.TokenPrefix, name)})}
 }
 
+// Handle returns the fenced lock as a *Lock, for code written for any
+// Lock: its acquisitions still take tokens, which Token reads.
+func (f *FencedLock) Handle() *Lock { return f.lockHandle }
+
 // LockToken is Lock (blocks until the handle holds the lock, under the
 // watchdog) that returns the token of this acquisition. It returns the
 // errors of Lock.
