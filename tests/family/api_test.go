@@ -193,17 +193,21 @@ func TestReadWriteLock_watchdog(t *testing.T) {
 		ok(t, "read again", r.ReadLock().Lock(ctx))
 		ok(t, "write", w.WriteLock().Lock(ctx))
 		ok(t, "write's read", w.ReadLock().Lock(ctx))
+		wo := c.NewReadWriteLock(wname + "-only") // a write hold without read holds
+		ok(t, "write alone", wo.WriteLock().Lock(ctx))
 		time.Sleep(3*lease + lease/3)
 		other := c.NewReadWriteLock(rname)
 		is(t, "write beside the renewed reader", other.WriteLock().TryLock(ctx, 0), lualock.ErrNotObtained)
 		is(t, "read beside the renewed writer", c.NewReadWriteLock(wname).ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
-		for _, l := range []*lualock.Lock{r.ReadLock(), w.WriteLock(), w.ReadLock()} {
+		for _, l := range []*lualock.Lock{r.ReadLock(), w.WriteLock(), w.ReadLock(), wo.WriteLock()} {
 			select {
 			case <-l.Done():
 				t.Fatalf("a hold of %s ended: %v", l.Name(), context.Cause(l.Context()))
 			default:
 			}
 		}
+		is(t, "read beside the renewed lone writer", c.NewReadWriteLock(wname+"-only").ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+		ok(t, "lone writer's unlock", wo.WriteLock().Unlock(ctx))
 		f := r.ReadLock().Field()
 		for i := 1; i <= 2; i++ {
 			k := "{" + rname + "}:" + f + ":rwlock_timeout:" + fmt.Sprint(i)
