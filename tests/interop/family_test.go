@@ -11,6 +11,7 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
 )
 
@@ -57,7 +59,10 @@ func TestRedissonFamily(t *testing.T) {
 				t.Run("rwlock/timeouts", s.rwTimeouts)
 				t.Run("spin/exclusion", s.spinExclusion)
 				t.Run("spin/handover", s.spinHandover)
+				t.Run("api/rwlock", s.apiRWLock)
+				t.Run("api/spin", s.apiSpin)
 				if j.atLeast(3, 19) {
+					t.Run("api/fenced", s.apiFenced)
 					t.Run("fenced/tokens", s.fencedTokens)
 					t.Run("fenced/wakeup", s.fencedWakeup)
 				} else {
@@ -883,4 +888,165 @@ func (s *famSuite) fencedWakeup(t *testing.T) {
 		}
 	}
 	s.b.rdb.Del(ctx, n.token)
+}
+
+// ---- the Go API (lualock.Client) beside Redisson ----------------------------
+
+// goClient is a lualock client for this suite: PubSubBoth on a cluster
+// shared with Redisson before 3.22 (which publishes with PUBLISH), a short
+// watchdog.
+func (s *famSuite) goClient(t *testing.T) *lualock.Client {
+	o := lualock.Options{WatchdogLease: goWatchdog}
+	if s.b.cluster && !s.j.atLeast(3, 22) {
+		o.PubSub = lualock.PubSubBoth
+	}
+	return newClient(t, s.b.rdb, o)
+}
+
+// apiRWLock: lualock's ReadWriteLock beside Redisson's: wake-ups both ways
+// in milliseconds, a Go read hold renewed by the watchdog past three leases
+// keeping Redisson's writer out, and Redisson's forceUnlock of the read
+// lock reaching the Go holder's lost signal.
+func (s *famSuite) apiRWLock(t *testing.T) {
+	ctx := context.Background()
+	c := s.goClient(t)
+
+	// Go writer -> Redisson reader.
+	name := uniqueName(t) + "-gw"
+	g := c.NewReadWriteLock(name)
+	if err := g.WriteLock().Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := s.ag.send("ar", "lock", name, "rr", famLease)
+	subscribed(t, s.b.rdb, "redisson_rwlock:{"+name+"}")
+	time.Sleep(30 * time.Millisecond)
+	if err := g.WriteLock().Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now()
+	r := s.ag.await(t, got, "read lock", 40*time.Second)
+	toJava := max(r.t1.Sub(end), 0)
+	s.ag.do(t, "ar", "unlock", name, "rr")
+
+	// Redisson writer -> Go reader.
+	name = uniqueName(t) + "-jw"
+	s.ag.do(t, "aw", "lock", name, "rw", famLease)
+	g = c.NewReadWriteLock(name)
+	done := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := g.ReadLock().Lock(ctx)
+		done <- time.Now()
+		errc <- err
+	}()
+	subscribed(t, s.b.rdb, "redisson_rwlock:{"+name+"}")
+	time.Sleep(30 * time.Millisecond)
+	r = s.ag.do(t, "aw", "unlock", name, "rw")
+	at := <-done
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	toGo := max(at.Sub(r.t1), 0)
+	t.Logf("wake-ups after the release returned: Go write unlock -> Redisson reader %v, Redisson write unlock -> Go reader %v", toJava.Round(10*time.Microsecond), toGo.Round(10*time.Microsecond))
+	if toJava > wakeBound || toGo > wakeBound {
+		t.Errorf("wake-ups %v, %v; want each within %v", toJava, toGo, wakeBound)
+	}
+
+	// The Go reader (under the watchdog) outlives three leases.
+	time.Sleep(3*goWatchdog + goWatchdog/3)
+	javaSays(t, s.ag.do(t, "aw", "trylock", name, "rw", 0, -1), "write tryLock beside Go's renewed reader", "false")
+	select {
+	case <-g.ReadLock().Done():
+		t.Fatalf("Go read hold ended: %v", context.Cause(g.ReadLock().Context()))
+	default:
+	}
+	// Redisson's forceUnlock of the read lock: the Go hold is lost.
+	javaSays(t, s.ag.do(t, "aw", "force", name, "rr"), "read forceUnlock", "true")
+	select {
+	case <-g.ReadLock().Done():
+		if cause := context.Cause(g.ReadLock().Context()); !errors.Is(cause, lualock.ErrLockLost) {
+			t.Errorf("lost cause %v, want ErrLockLost", cause)
+		}
+	case <-time.After(lostBound):
+		t.Errorf("no lost signal within %v of Redisson's forceUnlock", lostBound)
+	}
+	_ = g.ReadLock().Unlock(ctx)
+}
+
+// apiFenced: lualock's FencedLock and Redisson's share one token counter.
+func (s *famSuite) apiFenced(t *testing.T) {
+	ctx := context.Background()
+	c := s.goClient(t)
+	name := uniqueName(t)
+	t1, err := strconv.ParseInt(s.ag.do(t, "af", "token", name, "fe", famLease).val, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.NewFencedLock(name)
+	if _, err := f.TryLockToken(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) {
+		t.Fatalf("Go TryLockToken beside Redisson's hold = %v, want ErrNotObtained", err)
+	}
+	got := make(chan int64, 1)
+	errc := make(chan error, 1)
+	go func() {
+		tk, err := f.LockToken(ctx)
+		got <- tk
+		errc <- err
+	}()
+	subscribed(t, s.b.rdb, "redisson_lock__channel:{"+name+"}")
+	time.Sleep(30 * time.Millisecond)
+	s.ag.do(t, "af", "unlock", name, "fe")
+	t2 := <-got
+	if err := <-errc; err != nil || t2 != t1+1 || f.Token() != t2 {
+		t.Fatalf("Go LockToken after Redisson's token %d = %d (Token %d), %v; want %d", t1, t2, f.Token(), err, t1+1)
+	}
+	javaSays(t, s.ag.do(t, "af", "gettoken", name, "fe"), "getToken", strconv.FormatInt(t2, 10))
+	if err := f.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if t3, _ := strconv.ParseInt(s.ag.do(t, "af", "token", name, "fe", famLease).val, 10, 64); t3 != t2+1 {
+		t.Fatalf("Redisson's token after Go's %d = %d, want %d", t2, t3, t2+1)
+	}
+	s.ag.do(t, "af", "unlock", name, "fe")
+	s.b.rdb.Del(ctx, "redisson_lock_token:{"+name+"}")
+}
+
+// apiSpin: lualock's spin lock and Redisson's exclude each other and hand
+// over by polling, with no subscriber on the lock's channel.
+func (s *famSuite) apiSpin(t *testing.T) {
+	ctx := context.Background()
+	c := s.goClient(t)
+	name := uniqueName(t)
+	s.ag.do(t, "as", "lock", name, "s", famLease)
+	l := c.NewSpinLock(name)
+	if err := l.TryLock(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) {
+		t.Fatalf("Go spin TryLock beside Redisson's = %v", err)
+	}
+	done := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := l.Lock(ctx)
+		done <- time.Now()
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if p, sh := numSub(t, s.b.rdb, "redisson_lock__channel:{"+name+"}"); p+sh != 0 {
+		t.Fatalf("%d subscribers on the lock's channel, want none: a spin waiter polls", p+sh)
+	}
+	r := s.ag.do(t, "as", "unlock", name, "s")
+	at := <-done
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	javaSays(t, s.ag.do(t, "as", "trylock", name, "s", 0, -1), "Redisson spin tryLock beside Go's", "false")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	javaSays(t, s.ag.do(t, "as", "trylock", name, "s", 0, -1), "Redisson spin tryLock after Go's unlock", "true")
+	s.ag.do(t, "as", "unlock", name, "s")
+	if d := max(at.Sub(r.t1), 0); d > wakeBound {
+		t.Errorf("Go spin waiter got the lock %v after Redisson's unlock, want within %v", d, wakeBound)
+	} else {
+		t.Logf("Go spin waiter: %v after Redisson's unlock returned", d.Round(10*time.Microsecond))
+	}
 }
