@@ -27,6 +27,9 @@ func TestReadWrite(t *testing.T) {
 	}
 	r1, r2 := reader("r1", "r2"), reader("r2", "r1")
 	s.waitLocked(t, name)
+	if st := s.status(t, name); st.Mode != "read" || len(st.Holders) == 0 {
+		t.Fatalf("status of the read-write lock = %+v, want read mode and its readers", st)
+	}
 	w := s.start(t, nil, "lock", "-write", name, "--", "sh", "-c",
 		`echo "start w $(redis-cli -p $2 hget "$LUALOCK_NAME" mode)" >> "$1"`, "sh", log, strconv.Itoa(portOf(s.addr)))
 	for _, p := range []*proc{r1, r2, w} {
