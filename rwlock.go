@@ -30,6 +30,13 @@ import (
 // readers keep entering while it is in read mode, so a steady stream of
 // readers can keep a writer waiting.
 //
+// On these handles IsLocked, Status and HoldCount speak of their own side:
+// the read lock is locked in read mode, or in write mode when the writer
+// holds read holds too (Redisson 4.x's isLocked); the write lock in write
+// mode; the hold count is this owner's read or write holds. ForceUnlock
+// deletes the lock only when it is in the handle's mode (the read lock's in
+// read mode, the write lock's in write mode), as Redisson's forceUnlock.
+//
 // A ReadWriteLock, like a Lock, is one owner: goroutines that must exclude
 // each other need a ReadWriteLock each.
 type ReadWriteLock struct {
