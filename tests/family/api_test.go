@@ -462,3 +462,92 @@ func TestSpinLock(t *testing.T) {
 		is(t, "unlock after force", a.Unlock(ctx), lualock.ErrLockLost)
 	})
 }
+
+// countCmds counts the commands a client sends.
+type countCmds struct{ n atomic.Int64 }
+
+func (h *countCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestFamily_commonScenarios: for each primitive's handle (the read lock,
+// the write lock, the fenced lock, the spin lock): a fixed lease runs out
+// and a waiter takes over, a cancelled wait returns the context's error
+// holding nothing, bad input is ErrInvalid with nothing sent to Redis.
+func TestFamily_commonScenarios(t *testing.T) {
+	kinds := []struct {
+		name string
+		mk   func(c *lualock.Client, name string) *lualock.Lock
+	}{
+		{"read", func(c *lualock.Client, n string) *lualock.Lock { return c.NewReadWriteLock(n).ReadLock() }},
+		{"write", func(c *lualock.Client, n string) *lualock.Lock { return c.NewReadWriteLock(n).WriteLock() }},
+		{"fenced", func(c *lualock.Client, n string) *lualock.Lock { return c.NewFencedLock(n).Handle() }},
+		{"spin", func(c *lualock.Client, n string) *lualock.Lock { return c.NewSpinLock(n) }},
+	}
+	apiEach(t, lualock.Options{}, func(t *testing.T, b backend, rdb redis.UniversalClient, c *lualock.Client) {
+		ctx := context.Background()
+		for _, k := range kinds {
+			t.Run(k.name, func(t *testing.T) {
+				name := uniqueName(t)
+				holder := k.mk(c, name)
+				// A writer waits for a reader's lease; the others for their own kind.
+				waiter := k.mk(c, name)
+				if k.name == "read" {
+					waiter = c.NewReadWriteLock(name).WriteLock()
+				}
+				ok(t, "lease", holder.LockLease(ctx, 300*time.Millisecond))
+				start := time.Now()
+				ok(t, "waiter", waiter.TryLock(ctx, 5*time.Second))
+				if d := time.Since(start); d < 200*time.Millisecond {
+					t.Fatalf("the waiter got the lock %v after a 300ms lease began", d)
+				}
+				select {
+				case <-holder.Done():
+					is(t, "holder's cause", context.Cause(holder.Context()), lualock.ErrNotHeld)
+				case <-time.After(time.Second):
+					t.Fatal("the holder's Context did not end with its lease")
+				}
+				is(t, "holder's unlock after its lease", holder.Unlock(ctx), lualock.ErrNotHeld)
+
+				cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				defer cancel()
+				is(t, "cancelled wait", holder.Lock(cctx), context.DeadlineExceeded)
+				if n, err := holder.HoldCount(ctx); err != nil || n != 0 {
+					t.Fatalf("holder holds %d, %v after a cancelled wait", n, err)
+				}
+				ok(t, "waiter unlock", waiter.Unlock(ctx))
+			})
+		}
+		// Bad input: nothing sent.
+		h := &countCmds{}
+		rdb2 := b.new(t) // a client of its own, to count what it sends
+		if b.name == "miniredis" {
+			rdb2 = rdb
+		}
+		rdb2.AddHook(h)
+		c2 := newClient(t, rdb2, lualock.Options{})
+		before := h.n.Load()
+		for _, k := range kinds {
+			for _, bad := range []string{"", "a{b", "x}"} {
+				is(t, k.name+" bad name "+bad, k.mk(c2, bad).Lock(ctx), lualock.ErrInvalid)
+			}
+			l := k.mk(c2, uniqueName(t))
+			is(t, k.name+" lease 0", l.LockLease(ctx, 0), lualock.ErrInvalid)
+			is(t, k.name+" negative wait", l.TryLock(ctx, -time.Second), lualock.ErrInvalid)
+			is(t, k.name+" nil ctx", l.Lock(nil), lualock.ErrInvalid) //lint:ignore SA1012 a nil context is the bad input under test
+		}
+		if n := h.n.Load() - before; n != 0 {
+			t.Fatalf("%d commands sent for bad input, want none", n)
+		}
+	})
+}
