@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 	"github.com/lualock/lualock/internal/wake"
 )
 
@@ -41,7 +42,9 @@ type Client struct {
 	closing chan struct{} // closed by Close
 	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
-	wd      *watchdog
+	wd      *renew.Watchdog
+	ctx     context.Context // cancelled by Close: ends background calls in flight
+	cancel  context.CancelFunc
 	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
 	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
@@ -95,6 +98,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
 	c.env = &scriptEnv{scripts: scripts, calls: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
 	c.latches = newLatchSweeper(rdb)
@@ -126,7 +130,8 @@ func (c *Client) Close() error {
 		return nil
 	}
 	defer close(c.done)
-	c.wd.close()
+	c.cancel()
+	c.wd.Close()
 	err := c.hub.Close()
 	c.bgMu.Lock()
 	c.bgDone = true
@@ -185,7 +190,7 @@ type Stats struct {
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
-	s := Stats{Watched: c.wd.size()}
+	s := Stats{Watched: c.wd.Len()}
 	s.Waiters, s.Subscriptions, s.PubSubConns = c.hub.Counts()
 	return s
 }

@@ -164,7 +164,7 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		resume, err := l.c.wd.quiesce(ctx, l)
+		resume, err := l.h.pauseRenewal(ctx)
 		if err != nil {
 			return attemptResult{}, err // not sent
 		}
@@ -266,27 +266,10 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	return err
 }
 
-// endHold ends hold gen with cause, for the watchdog: as lost (lost true)
-// or not (the client closed).
-func (l *Lock) endHold(gen uint64, cause error, lost bool) {
-	if lost {
-		l.h.lose(gen, cause)
-		return
-	}
-	l.h.end(gen, cause)
-}
-
-// expired ends hold gen, under the watchdog, whose lease ran out
-// unrenewed (see hold.expire).
-func (l *Lock) expired(gen uint64, cause error) { l.h.expire(gen, cause) }
-
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) renew(gen uint64, start time.Time) bool { return l.c.wd.add(l, gen, start) }
-func (l *Lock) unrenew()                               { l.c.wd.remove(l) }
-func (l *Lock) stopRenewing()                          { l.c.wd.stopRenewing(l) }
-func (l *Lock) watch(gen uint64) *holdWatcher          { return l.c.watchHold(l.p.holdChannel(), l, gen) }
+func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.

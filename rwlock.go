@@ -9,6 +9,7 @@ import (
 
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // ReadWriteLock is a handle on a read-write lock, compatible with
@@ -147,8 +148,25 @@ func (p *rwRead) status(ctx context.Context, field string) ([]int64, error) {
 // countField: a reader's holds are counted in its owner field.
 func (p *rwRead) countField(field string) string { return field }
 
-// readRenewal: the watchdog renews read holds with rwlock_read_renew.
-func (p *rwRead) readRenewal() bool { return true }
+// renewal: the owner's read holds' timeout keys and the lock's hash, with
+// lua/rwlock_read_renew.lua (Redisson 4.x's renewal: its own holds only).
+func (p *rwRead) renewal() *renew.Spec { return rwReadRenewal }
+
+// rwReadRenewal renews read holds: many locks of one slot per call, each
+// lock's KEYS the hash N and its timeout prefix P.
+var rwReadRenewal = &renew.Spec{
+	Name:   "rwlock_read_renew",
+	Script: generated.RwlockReadRenewScript,
+	Cmd: func(ctx context.Context, p redis.Pipeliner, names, fields []string, lease time.Duration) *redis.Cmd {
+		ks := make([]string, 0, 2*len(names))
+		for _, n := range names {
+			ks = append(ks, n, keys.RWTimeoutPrefix(n))
+		}
+		return generated.RwlockReadRenewCmd(ctx, p, generated.RwlockReadRenewKeys{Keys: ks},
+			generated.RwlockReadRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+	},
+	Result: generated.RwlockReadRenewResult,
+}
 
 // rwWrite is the protocol of the write lock.
 type rwWrite struct{ rwEnv }
@@ -181,5 +199,6 @@ func (p *rwWrite) status(ctx context.Context, field string) ([]int64, error) {
 // countField: a writer's holds are counted in C:H:write.
 func (p *rwWrite) countField(field string) string { return field + ":write" }
 
-// readRenewal: write holds are renewed as the reentrant lock's, on C:H:write.
-func (p *rwWrite) readRenewal() bool { return false }
+// renewal: write holds are renewed as the reentrant lock's (lock_renew),
+// on the field C:H:write.
+func (p *rwWrite) renewal() *renew.Spec { return lockRenewal }
