@@ -551,3 +551,32 @@ func TestFamily_commonScenarios(t *testing.T) {
 		}
 	})
 }
+
+// TestFamily_lostOnDelete: a hold of each kind under the watchdog whose
+// lock is deleted behind its back ends with ErrLockLost at the next
+// renewal, and its Unlock says so.
+func TestFamily_lostOnDelete(t *testing.T) {
+	const lease = 900 * time.Millisecond
+	apiEach(t, lualock.Options{WatchdogLease: lease}, func(t *testing.T, b backend, rdb redis.UniversalClient, c *lualock.Client) {
+		ctx := context.Background()
+		locks := map[string]*lualock.Lock{
+			"read":   c.NewReadWriteLock(uniqueName(t) + "-r").ReadLock(),
+			"write":  c.NewReadWriteLock(uniqueName(t) + "-w").WriteLock(),
+			"fenced": c.NewFencedLock(uniqueName(t) + "-f").Handle(),
+			"spin":   c.NewSpinLock(uniqueName(t) + "-s"),
+		}
+		for k, l := range locks {
+			ok(t, k, l.Lock(ctx))
+			del(t, rdb, l.Name())
+		}
+		for k, l := range locks {
+			select {
+			case <-l.Done():
+				is(t, k+" cause", context.Cause(l.Context()), lualock.ErrLockLost)
+			case <-time.After(2 * lease):
+				t.Fatalf("%s: no lost signal within %v of the DEL", k, 2*lease)
+			}
+			is(t, k+" unlock", l.Unlock(ctx), lualock.ErrLockLost)
+		}
+	})
+}
