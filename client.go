@@ -4,16 +4,12 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +17,7 @@ import (
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
 	"github.com/lualock/lualock/internal/wake"
+	"github.com/lualock/lualock/luart"
 )
 
 // Client makes locks on one Redis deployment. It owns the watchdog that
@@ -33,8 +30,7 @@ import (
 // deployment) and share it: its id is part of every owner field.
 type Client struct {
 	rdb     redis.UniversalClient
-	scripts redis.Scripter // runs the lock scripts: Options.Scripter or rdb
-	env     *scriptEnv     // what every protocol sends with its scripts
+	env     *scriptEnv // the scripters every protocol runs its scripts on, and their settings
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
@@ -96,8 +92,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
-	c.env = &scriptEnv{scripts: scripts, calls: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c.env = &scriptEnv{
+		// The acquisition loop retries transient errors itself, with its
+		// own backoff inside the caller's wait: the scripts it sends go
+		// once per attempt, with no retry of luart's under it.
+		scripts: luart.WithRetry(scripts, luart.Retry{Attempts: 1}),
+		// The calls no loop of the runtime retries (release, force
+		// release, leave, status) keep luagen's default policy.
+		calls:   luart.WithRetry(scripts, luart.DefaultRetry()),
+		publish: cfg.publish,
+		latchMS: cfg.UnlockLatch.Milliseconds(),
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
@@ -241,47 +247,20 @@ func uuid4() (string, error) {
 }
 
 // transient reports whether a Redis error may pass when the call is sent
-// again: network failures, a full connection pool or server, and the errors
-// of a server loading data or of a cluster or failover in progress. Context
-// errors are not transient, nor is a host name that does not resolve (a
-// typo would otherwise make Lock retry forever).
-func transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
-		return true
-	}
-	if dns := (*net.DNSError)(nil); errors.As(err, &dns) {
-		return !dns.IsNotFound
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "NOREPLICAS", "max number of clients"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
+// again: luart.Transient, the one classifier of the module.
+func transient(err error) bool { return luart.Transient(err) }
+
+// backoff is the capped, jittered exponential backoff of the acquisition
+// loop: luart.Backoff from Options.RetryMin to RetryMax.
+type backoff struct{ luart.Backoff }
+
+func (c *Client) newBackoff() backoff {
+	return backoff{luart.NewBackoff(c.cfg.RetryMin, c.cfg.RetryMax)}
 }
 
-// backoff is a capped, jittered exponential backoff.
-type backoff struct {
-	next, max time.Duration
-}
-
-func (c *Client) newBackoff() backoff { return backoff{next: c.cfg.RetryMin, max: c.cfg.RetryMax} }
-
-// step returns the next pause: a random time in [d/2, d], d doubling up to max.
-func (b *backoff) step() time.Duration {
-	d := b.next
-	b.next = min(2*b.next, b.max)
-	return d/2 + rand.N(d/2+1)
-}
+// step returns the next pause: a random time in [d/2, d], d doubling up to
+// RetryMax.
+func (b *backoff) step() time.Duration { return b.Next() }
 
 // primary returns where a read of key must go to see the latest write: the
 // primary that serves its slot on a cluster (a cluster client set to read

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lualock/lualock/internal/wake"
+	"github.com/lualock/lualock/luart"
 )
 
 // The acquisition engine: one acquire call of a handle, whatever its
@@ -214,7 +215,7 @@ func (a *acquisition) subscribe() step {
 		if s, ok := a.l.p.(spinner); ok && !a.spinning {
 			a.spinning = true
 			lo, hi := s.spinBackoff()
-			a.bo = backoff{next: lo, max: hi}
+			a.bo = backoff{luart.NewBackoff(lo, hi)}
 		}
 		return a.pause(a.bo.step())
 	}

@@ -65,9 +65,10 @@ type holdEnv interface {
 
 // renewal is a hold's watchdog entry (a *renew.Entry).
 type renewal interface {
-	Pause(ctx context.Context) (resume func(), err error) // no renewal runs or starts until resume
-	Stop()                                                // renew no more, still report the expiry
-	Remove() bool                                         // forget it: no end is reported after
+	Pause(ctx context.Context) error // no renewal runs or starts until Resume
+	Resume()
+	Stop()        // renew no more, still report the expiry
+	Remove() bool // forget it: no end is reported after
 }
 
 // hold is the ownership state of a handle: a state machine whose
@@ -416,17 +417,27 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 
 // pauseRenewal keeps the watchdog off the hold while an acquisition sets
 // a fixed lease on it: no renewal sent before it returns stretches the
-// fixed lease to the watchdog's afterwards. resume lets the watchdog renew
-// it again, if it is still watched. It returns ctx's error if ctx ends
-// first.
-func (h *hold) pauseRenewal(ctx context.Context) (resume func(), err error) {
+// fixed lease to the watchdog's afterwards. resumeRenewal lets the watchdog
+// renew it again, if it is still watched. It returns ctx's error if ctx
+// ends first.
+func (h *hold) pauseRenewal(ctx context.Context) error {
 	h.mu.Lock()
 	e := h.entry // the last entry, even removed: its renewal may be in flight
 	h.mu.Unlock()
 	if e == nil {
-		return func() {}, nil
+		return nil
 	}
 	return e.Pause(ctx)
+}
+
+// resumeRenewal ends pauseRenewal.
+func (h *hold) resumeRenewal() {
+	h.mu.Lock()
+	e := h.entry
+	h.mu.Unlock()
+	if e != nil {
+		e.Resume()
+	}
 }
 
 // stopRenewingLast stops the renewal of a last hold under the watchdog

@@ -25,10 +25,11 @@ func (e *fakeHoldEnv) renew(uint64, time.Time) (renewal, bool) {
 // fakeEntry is a watchdog entry that counts what the hold asks of it.
 type fakeEntry struct{ e *fakeHoldEnv }
 
-func (f fakeEntry) Pause(context.Context) (func(), error) { return func() {}, nil }
-func (f fakeEntry) Stop()                                 { f.e.stopped++ }
-func (f fakeEntry) Remove() bool                          { f.e.unrenewed++; return true }
-func (e *fakeHoldEnv) watch(uint64) *holdWatcher          { return nil }
+func (f fakeEntry) Pause(context.Context) error  { return nil }
+func (f fakeEntry) Resume()                      {}
+func (f fakeEntry) Stop()                        { f.e.stopped++ }
+func (f fakeEntry) Remove() bool                 { f.e.unrenewed++; return true }
+func (e *fakeHoldEnv) watch(uint64) *holdWatcher { return nil }
 func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 	e.ends = append(e.ends, cause)
 }

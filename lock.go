@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // NoExpiry is what RemainingLease returns for a lock that exists without an
@@ -43,6 +45,10 @@ type Lock struct {
 	op      opLock       // one acquisition or release of this handle at a time
 	h       hold         // the ownership state
 	token   atomic.Int64 // the fencing token of the latest acquisition (fenced lock); 0 for the others
+	// renewal is the watchdog entry of the handle's holds (the hold's
+	// entry), and renewalEnd its end callback, set by the first renew.
+	renewal    renew.Entry
+	renewalEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -164,11 +170,10 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		resume, err := l.h.pauseRenewal(ctx)
-		if err != nil {
+		if err := l.h.pauseRenewal(ctx); err != nil {
 			return attemptResult{}, err // not sent
 		}
-		defer resume()
+		defer l.h.resumeRenewal()
 	}
 	a.woken = false // this attempt acts on the wake-up, if any
 	if want == 1 && l.p.queues() {

@@ -42,15 +42,17 @@ func newWatchdog(c *Client) *renew.Watchdog {
 }
 
 // renew puts hold gen, whose lease was set at start or later, under the
-// watchdog with its protocol's renewal (holdEnv). It returns false when the
-// client has closed.
+// watchdog with its protocol's renewal (holdEnv), with the handle's entry
+// (one per handle, reused by its holds: no allocation per hold). It returns
+// false when the client has closed. It runs under the op lock and h.mu.
 func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
-	e, ok := l.c.wd.Add(renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, start,
-		func(end renew.End) { l.renewalEnded(gen, end) })
-	if !ok {
+	if l.renewalEnd == nil {
+		l.renewalEnd = l.renewalEnded // once per handle
+	}
+	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.renewalEnd) {
 		return nil, false
 	}
-	return e, true
+	return &l.renewal, true
 }
 
 // renewalEnded ends hold gen as its watchdog entry ended.

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -115,7 +116,7 @@ type FencedAcquireArgs struct {
 }
 
 // FencedAcquireScript describes lua/fenced_acquire.lua; FencedAcquire runs it.
-var FencedAcquireScript = &Script{
+var FencedAcquireScript = &luart.Script{
 	Name:       "fenced_acquire",
 	File:       "lua/fenced_acquire.lua",
 	Source:     FencedAcquireSource,
@@ -126,6 +127,9 @@ var FencedAcquireScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convFencedAcquire converts the replies of FencedAcquire ([]int).
+var convFencedAcquire = luart.ArrayOf(luart.AsInt)
 
 // FencedAcquire runs lua/fenced_acquire.lua: takes the fenced lock for one owner, or re-enters it, and issues a
 // fencing token, as Redisson 4.x's RFencedLock does: the lock is the
@@ -144,15 +148,16 @@ var FencedAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use FencedAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use FencedAcquireCmd and
 // FencedAcquireResult.
 //
 // Reply ([]int): {0, token} when the lock is held with that count; otherwise {the lock's PTTL in ms, at least 1 (-1: no expiry), 0}
 func FencedAcquire(ctx context.Context, c redis.Scripter, k FencedAcquireKeys, a FencedAcquireArgs) ([]int64, error) {
 	v, err := FencedAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(FencedAcquireScript, v, err, convArrayOfInt)
+	return luart.Convert(FencedAcquireScript, v, err, convFencedAcquire)
 }
 
 // FencedAcquireCmd sends FencedAcquire's EVALSHA once, with no NOSCRIPT
@@ -167,7 +172,7 @@ func FencedAcquireCmd(ctx context.Context, c redis.Scripter, k FencedAcquireKeys
 // FencedAcquireResult converts the reply of FencedAcquireCmd to FencedAcquire's typed result.
 func FencedAcquireResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(FencedAcquireScript, v, err, convArrayOfInt)
+	return luart.Convert(FencedAcquireScript, v, err, convFencedAcquire)
 }
 
 func (k FencedAcquireKeys) keys() []string {

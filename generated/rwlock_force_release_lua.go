@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -124,7 +125,7 @@ type RwlockForceReleaseArgs struct {
 }
 
 // RwlockForceReleaseScript describes lua/rwlock_force_release.lua; RwlockForceRelease runs it.
-var RwlockForceReleaseScript = &Script{
+var RwlockForceReleaseScript = &luart.Script{
 	Name:       "rwlock_force_release",
 	File:       "lua/rwlock_force_release.lua",
 	Source:     RwlockForceReleaseSource,
@@ -147,15 +148,16 @@ var RwlockForceReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockForceReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockForceReleaseCmd and
 // RwlockForceReleaseResult.
 //
 // Reply (bool): true when a lock was deleted
 func RwlockForceRelease(ctx context.Context, c redis.Scripter, k RwlockForceReleaseKeys, a RwlockForceReleaseArgs) (bool, error) {
 	v, err := RwlockForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockForceReleaseScript, v, err, asBool)
+	return luart.Convert(RwlockForceReleaseScript, v, err, luart.AsBool)
 }
 
 // RwlockForceReleaseCmd sends RwlockForceRelease's EVALSHA once, with no NOSCRIPT
@@ -170,7 +172,7 @@ func RwlockForceReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockForceR
 // RwlockForceReleaseResult converts the reply of RwlockForceReleaseCmd to RwlockForceRelease's typed result.
 func RwlockForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
-	return convert(RwlockForceReleaseScript, v, err, asBool)
+	return luart.Convert(RwlockForceReleaseScript, v, err, luart.AsBool)
 }
 
 func (k RwlockForceReleaseKeys) keys() []string {

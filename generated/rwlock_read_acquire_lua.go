@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -132,7 +133,7 @@ type RwlockReadAcquireArgs struct {
 }
 
 // RwlockReadAcquireScript describes lua/rwlock_read_acquire.lua; RwlockReadAcquire runs it.
-var RwlockReadAcquireScript = &Script{
+var RwlockReadAcquireScript = &luart.Script{
 	Name:       "rwlock_read_acquire",
 	File:       "lua/rwlock_read_acquire.lua",
 	Source:     RwlockReadAcquireSource,
@@ -167,15 +168,16 @@ var RwlockReadAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockReadAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockReadAcquireCmd and
 // RwlockReadAcquireResult.
 //
 // Reply (int): 0 when the owner holds that many read holds; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func RwlockReadAcquire(ctx context.Context, c redis.Scripter, k RwlockReadAcquireKeys, a RwlockReadAcquireArgs) (int64, error) {
 	v, err := RwlockReadAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockReadAcquireScript, v, err, asInt)
+	return luart.Convert(RwlockReadAcquireScript, v, err, luart.AsInt)
 }
 
 // RwlockReadAcquireCmd sends RwlockReadAcquire's EVALSHA once, with no NOSCRIPT
@@ -190,7 +192,7 @@ func RwlockReadAcquireCmd(ctx context.Context, c redis.Scripter, k RwlockReadAcq
 // RwlockReadAcquireResult converts the reply of RwlockReadAcquireCmd to RwlockReadAcquire's typed result.
 func RwlockReadAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockReadAcquireScript, v, err, asInt)
+	return luart.Convert(RwlockReadAcquireScript, v, err, luart.AsInt)
 }
 
 func (k RwlockReadAcquireKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -179,7 +180,7 @@ type RwlockReadReleaseArgs struct {
 }
 
 // RwlockReadReleaseScript describes lua/rwlock_read_release.lua; RwlockReadRelease runs it.
-var RwlockReadReleaseScript = &Script{
+var RwlockReadReleaseScript = &luart.Script{
 	Name:       "rwlock_read_release",
 	File:       "lua/rwlock_read_release.lua",
 	Source:     RwlockReadReleaseSource,
@@ -190,6 +191,9 @@ var RwlockReadReleaseScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convRwlockReadRelease converts the replies of RwlockReadRelease (int?).
+var convRwlockReadRelease = luart.Nullable(luart.AsInt)
 
 // RwlockReadRelease runs lua/rwlock_read_release.lua: releases one read hold of the read-write lock, the newest first.
 //
@@ -210,15 +214,16 @@ var RwlockReadReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockReadReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockReadReleaseCmd and
 // RwlockReadReleaseResult.
 //
 // Reply (int?): nil when the owner held no read hold; 0 when read holds of the owner remain; 1 when its last one was released
 func RwlockReadRelease(ctx context.Context, c redis.Scripter, k RwlockReadReleaseKeys, a RwlockReadReleaseArgs) (*int64, error) {
 	v, err := RwlockReadReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockReadReleaseScript, v, err, convNullableInt)
+	return luart.Convert(RwlockReadReleaseScript, v, err, convRwlockReadRelease)
 }
 
 // RwlockReadReleaseCmd sends RwlockReadRelease's EVALSHA once, with no NOSCRIPT
@@ -233,7 +238,7 @@ func RwlockReadReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockReadRel
 // RwlockReadReleaseResult converts the reply of RwlockReadReleaseCmd to RwlockReadRelease's typed result.
 func RwlockReadReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockReadReleaseScript, v, err, convNullableInt)
+	return luart.Convert(RwlockReadReleaseScript, v, err, convRwlockReadRelease)
 }
 
 func (k RwlockReadReleaseKeys) keys() []string {

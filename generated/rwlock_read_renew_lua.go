@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -89,7 +90,7 @@ type RwlockReadRenewArgs struct {
 }
 
 // RwlockReadRenewScript describes lua/rwlock_read_renew.lua; RwlockReadRenew runs it.
-var RwlockReadRenewScript = &Script{
+var RwlockReadRenewScript = &luart.Script{
 	Name:       "rwlock_read_renew",
 	File:       "lua/rwlock_read_renew.lua",
 	Source:     RwlockReadRenewSource,
@@ -100,6 +101,9 @@ var RwlockReadRenewScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convRwlockReadRenew converts the replies of RwlockReadRenew ([]int).
+var convRwlockReadRenew = luart.ArrayOf(luart.AsInt)
 
 // RwlockReadRenew runs lua/rwlock_read_renew.lua: renews the read holds of many read-write locks in one call (the
 // watchdog's batch), the way Redisson 4.x does: only the caller's own
@@ -116,15 +120,16 @@ var RwlockReadRenewScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockReadRenewCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockReadRenewCmd and
 // RwlockReadRenewResult.
 //
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner's read holds are gone
 func RwlockReadRenew(ctx context.Context, c redis.Scripter, k RwlockReadRenewKeys, a RwlockReadRenewArgs) ([]int64, error) {
 	v, err := RwlockReadRenewScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockReadRenewScript, v, err, convArrayOfInt)
+	return luart.Convert(RwlockReadRenewScript, v, err, convRwlockReadRenew)
 }
 
 // RwlockReadRenewCmd sends RwlockReadRenew's EVALSHA once, with no NOSCRIPT
@@ -139,7 +144,7 @@ func RwlockReadRenewCmd(ctx context.Context, c redis.Scripter, k RwlockReadRenew
 // RwlockReadRenewResult converts the reply of RwlockReadRenewCmd to RwlockReadRenew's typed result.
 func RwlockReadRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockReadRenewScript, v, err, convArrayOfInt)
+	return luart.Convert(RwlockReadRenewScript, v, err, convRwlockReadRenew)
 }
 
 func (k RwlockReadRenewKeys) keys() []string {

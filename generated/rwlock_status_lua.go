@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,7 +49,7 @@ type RwlockStatusArgs struct {
 }
 
 // RwlockStatusScript describes lua/rwlock_status.lua; RwlockStatus runs it.
-var RwlockStatusScript = &Script{
+var RwlockStatusScript = &luart.Script{
 	Name:       "rwlock_status",
 	File:       "lua/rwlock_status.lua",
 	Source:     RwlockStatusSource,
@@ -60,20 +61,24 @@ var RwlockStatusScript = &Script{
 	Idempotent: true,
 }
 
+// convRwlockStatus converts the replies of RwlockStatus ([]int).
+var convRwlockStatus = luart.ArrayOf(luart.AsInt)
+
 // RwlockStatus runs lua/rwlock_status.lua: reads the state of a read-write lock as one owner sees it, in one round
 // trip.
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockStatusCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockStatusCmd and
 // RwlockStatusResult.
 //
 // Reply ([]int): {mode: 0 free, 1 read, 2 write; read hold count of the owner; write hold count of the owner; PTTL in ms (-2: no lock, -1: no expiry); fields in the hash (HLEN)}
 func RwlockStatus(ctx context.Context, c redis.Scripter, k RwlockStatusKeys, a RwlockStatusArgs) ([]int64, error) {
 	v, err := RwlockStatusScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockStatusScript, v, err, convArrayOfInt)
+	return luart.Convert(RwlockStatusScript, v, err, convRwlockStatus)
 }
 
 // RwlockStatusCmd sends RwlockStatus's EVALSHA_RO once, with no NOSCRIPT
@@ -88,7 +93,7 @@ func RwlockStatusCmd(ctx context.Context, c redis.Scripter, k RwlockStatusKeys, 
 // RwlockStatusResult converts the reply of RwlockStatusCmd to RwlockStatus's typed result.
 func RwlockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockStatusScript, v, err, convArrayOfInt)
+	return luart.Convert(RwlockStatusScript, v, err, convRwlockStatus)
 }
 
 func (k RwlockStatusKeys) keys() []string {

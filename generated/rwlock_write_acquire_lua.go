@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -115,7 +116,7 @@ type RwlockWriteAcquireArgs struct {
 }
 
 // RwlockWriteAcquireScript describes lua/rwlock_write_acquire.lua; RwlockWriteAcquire runs it.
-var RwlockWriteAcquireScript = &Script{
+var RwlockWriteAcquireScript = &luart.Script{
 	Name:       "rwlock_write_acquire",
 	File:       "lua/rwlock_write_acquire.lua",
 	Source:     RwlockWriteAcquireSource,
@@ -144,15 +145,16 @@ var RwlockWriteAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockWriteAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockWriteAcquireCmd and
 // RwlockWriteAcquireResult.
 //
 // Reply (int): 0 when the owner holds the write lock with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func RwlockWriteAcquire(ctx context.Context, c redis.Scripter, k RwlockWriteAcquireKeys, a RwlockWriteAcquireArgs) (int64, error) {
 	v, err := RwlockWriteAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockWriteAcquireScript, v, err, asInt)
+	return luart.Convert(RwlockWriteAcquireScript, v, err, luart.AsInt)
 }
 
 // RwlockWriteAcquireCmd sends RwlockWriteAcquire's EVALSHA once, with no NOSCRIPT
@@ -167,7 +169,7 @@ func RwlockWriteAcquireCmd(ctx context.Context, c redis.Scripter, k RwlockWriteA
 // RwlockWriteAcquireResult converts the reply of RwlockWriteAcquireCmd to RwlockWriteAcquire's typed result.
 func RwlockWriteAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockWriteAcquireScript, v, err, asInt)
+	return luart.Convert(RwlockWriteAcquireScript, v, err, luart.AsInt)
 }
 
 func (k RwlockWriteAcquireKeys) keys() []string {

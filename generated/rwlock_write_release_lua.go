@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -140,7 +141,7 @@ type RwlockWriteReleaseArgs struct {
 }
 
 // RwlockWriteReleaseScript describes lua/rwlock_write_release.lua; RwlockWriteRelease runs it.
-var RwlockWriteReleaseScript = &Script{
+var RwlockWriteReleaseScript = &luart.Script{
 	Name:       "rwlock_write_release",
 	File:       "lua/rwlock_write_release.lua",
 	Source:     RwlockWriteReleaseSource,
@@ -151,6 +152,9 @@ var RwlockWriteReleaseScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convRwlockWriteRelease converts the replies of RwlockWriteRelease (int?).
+var convRwlockWriteRelease = luart.Nullable(luart.AsInt)
 
 // RwlockWriteRelease runs lua/rwlock_write_release.lua: releases one write hold of the read-write lock.
 //
@@ -166,15 +170,16 @@ var RwlockWriteReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use RwlockWriteReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use RwlockWriteReleaseCmd and
 // RwlockWriteReleaseResult.
 //
 // Reply (int?): nil when the owner held no write hold; 0 when write holds remain; 1 when the write lock was released
 func RwlockWriteRelease(ctx context.Context, c redis.Scripter, k RwlockWriteReleaseKeys, a RwlockWriteReleaseArgs) (*int64, error) {
 	v, err := RwlockWriteReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(RwlockWriteReleaseScript, v, err, convNullableInt)
+	return luart.Convert(RwlockWriteReleaseScript, v, err, convRwlockWriteRelease)
 }
 
 // RwlockWriteReleaseCmd sends RwlockWriteRelease's EVALSHA once, with no NOSCRIPT
@@ -189,7 +194,7 @@ func RwlockWriteReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockWriteR
 // RwlockWriteReleaseResult converts the reply of RwlockWriteReleaseCmd to RwlockWriteRelease's typed result.
 func RwlockWriteReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
-	return convert(RwlockWriteReleaseScript, v, err, convNullableInt)
+	return luart.Convert(RwlockWriteReleaseScript, v, err, convRwlockWriteRelease)
 }
 
 func (k RwlockWriteReleaseKeys) keys() []string {

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,17 +154,23 @@ type Watchdog struct {
 	cancel    context.CancelFunc
 }
 
-// Entry is one renewed key. Its methods are safe for concurrent use.
+// Entry is one renewed key. The zero value is ready for Add. An owner
+// keeps one Entry and adds it again for each of its holds, once the last
+// one ended or was removed: a hold costs no allocation, and a Pause of the
+// entry also covers a renewal of an earlier hold still in flight. Its
+// methods are safe for concurrent use.
 type Entry struct {
-	w     *Watchdog
-	t     Target
-	onEnd func(End)
+	w atomic.Pointer[Watchdog] // set by the first Add
 
 	// Under w.mu.
+	t       Target
+	tag     uint64 // handed back to onEnd
+	onEnd   func(tag uint64, how End)
+	inc     uint64    // counts the Adds: a reply for an earlier one is stale
 	live    bool      // in w.entries: onEnd not called yet
 	renewed time.Time // when its lease was last set (the sending of the call)
 	paused  bool      // Pause or Stop: no round takes it
-	stopped bool      // Stop: resume does not lift the pause
+	stopped bool      // Stop: Resume does not lift the pause
 	flight  chan struct{}
 }
 
@@ -202,20 +209,31 @@ func (w *Watchdog) primary(ctx context.Context, key string) (string, redis.Scrip
 	return "", w.rdb
 }
 
-// Add watches t, whose lease was set at renewedAt (or later), and calls
-// onEnd once when the entry ends, unless Remove comes first. onEnd runs on
-// a goroutine of the watchdog (or of Close) with no lock of the watchdog
-// held; it may call the entry's methods. Add returns false, watching
-// nothing, after Close.
-func (w *Watchdog) Add(t Target, renewedAt time.Time, onEnd func(End)) (*Entry, bool) {
+// Add watches e for t, whose lease was set at renewedAt (or later), and
+// calls onEnd(tag, how) once when the entry ends, unless Remove comes first.
+// onEnd runs on a goroutine of the watchdog (or of Close) with no lock of
+// the watchdog held; it may call the entry's methods, and tells the holds of
+// a reused entry apart by tag. e must not be live (added, and not ended or
+// removed since) and belongs to this watchdog from its first Add on. Add
+// returns false, watching nothing, after Close.
+func (w *Watchdog) Add(e *Entry, t Target, tag uint64, renewedAt time.Time, onEnd func(tag uint64, how End)) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return nil, false
+		return false
 	}
-	e := &Entry{w: w, t: t, onEnd: onEnd, live: true, renewed: renewedAt}
+	if !e.w.CompareAndSwap(nil, w) && e.w.Load() != w {
+		panic("renew: Add of an entry of another watchdog")
+	}
+	if e.live {
+		panic("renew: Add of a live entry")
+	}
+	e.t, e.tag, e.onEnd = t, tag, onEnd
+	e.inc++
+	e.live, e.renewed = true, renewedAt
+	e.paused, e.stopped = false, false
 	w.entries[e] = struct{}{}
-	return e, true
+	return true
 }
 
 // Len returns the number of entries watched, stopped ones included.
@@ -225,56 +243,68 @@ func (w *Watchdog) Len() int {
 	return len(w.entries)
 }
 
-// Target returns what e renews.
-func (e *Entry) Target() Target { return e.t }
-
-// Pause keeps renewals off e until resume: the next rounds skip it, and
+// Pause keeps renewals off e until Resume: the next rounds skip it, and
 // Pause waits for a round in flight whose call carries e, so that no
 // renewal sent before Pause returned sets e's lease afterwards. It waits
-// for no other call. This holds for an entry already removed or ended too,
-// whose last renewal may still be in flight. While paused, e still ends
-// with Expired when its last renewed lease runs out. resume lets rounds
-// renew e again unless it was stopped; calling it again does nothing more.
-// Pause returns ctx's error, e not paused, if ctx ends first.
-func (e *Entry) Pause(ctx context.Context) (resume func(), err error) {
-	w := e.w
+// for no other call. This holds for an entry removed or ended too, whose
+// last renewal may still be in flight. While paused, e still ends with
+// Expired when its last renewed lease runs out. Pause returns ctx's error,
+// e not paused, if ctx ends first; on an entry never added it does
+// nothing.
+func (e *Entry) Pause(ctx context.Context) error {
+	w := e.w.Load()
+	if w == nil {
+		return nil
+	}
 	w.mu.Lock()
 	e.paused = true
 	flight := e.flight
 	w.mu.Unlock()
-	resume = func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if !e.stopped {
-			e.paused = false
-		}
-	}
 	if flight != nil {
 		select {
 		case <-flight:
 		case <-ctx.Done():
-			resume()
-			return nil, ctx.Err()
+			e.Resume()
+			return ctx.Err()
 		}
 	}
-	return resume, nil
+	return nil
 }
 
-// Stop keeps renewals off e for good; e still ends with Expired when its
-// last renewed lease runs out, unless removed first. A renewal in flight
-// may still land and count.
+// Resume lets rounds renew e again after Pause, unless it was stopped.
+func (e *Entry) Resume() {
+	w := e.w.Load()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !e.stopped {
+		e.paused = false
+	}
+}
+
+// Stop keeps renewals off e for good (until it is added again); e still
+// ends with Expired when its last renewed lease runs out, unless removed
+// first. A renewal in flight may still land and count.
 func (e *Entry) Stop() {
-	w := e.w
+	w := e.w.Load()
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.paused, e.stopped = true, true
 }
 
-// Remove forgets e. It returns true when e had not ended: its onEnd is
-// then never called. It returns false when e had ended already (its onEnd
-// has been called or is being called) or was removed before.
+// Remove forgets e. It returns true when e was live: its onEnd is then
+// never called. It returns false when e had ended already (its onEnd has
+// been called or is being called), was removed before, or was never added.
 func (e *Entry) Remove() bool {
-	w := e.w
+	w := e.w.Load()
+	if w == nil {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !e.live {
@@ -291,10 +321,23 @@ func (w *Watchdog) drop(e *Entry) {
 	delete(w.entries, e)
 }
 
+// ending is an entry's onEnd and tag, taken when it ended: the entry may be
+// added again before onEnd runs.
+type ending struct {
+	onEnd func(uint64, End)
+	tag   uint64
+}
+
+// ended drops e, which ended, and returns its ending. w.mu is held.
+func (w *Watchdog) ended(e *Entry) ending {
+	w.drop(e)
+	return ending{e.onEnd, e.tag}
+}
+
 // end calls the onEnd of entries that ended, with no lock held.
-func end(entries []*Entry, how End) {
-	for _, e := range entries {
-		e.onEnd(how)
+func end(ends []ending, how End) {
+	for _, x := range ends {
+		x.onEnd(x.tag, how)
 	}
 }
 
@@ -315,10 +358,9 @@ func (w *Watchdog) Close() {
 	<-w.done
 	w.mu.Lock()
 	w.closed = true
-	left := make([]*Entry, 0, len(w.entries))
+	left := make([]ending, 0, len(w.entries))
 	for e := range w.entries {
-		w.drop(e)
-		left = append(left, e)
+		left = append(left, w.ended(e))
 	}
 	w.mu.Unlock()
 	end(left, Closed)
@@ -399,8 +441,8 @@ func (w *Watchdog) untilExpiry(batches []*batch) time.Duration {
 		return left
 	}
 	for _, b := range batches {
-		for _, e := range b.entries {
-			if e.live {
+		for i, e := range b.entries {
+			if e.live && e.inc == b.incs[i] {
 				left = min(left, lease-now.Sub(e.renewed))
 			}
 		}
@@ -413,13 +455,12 @@ func (w *Watchdog) untilExpiry(batches []*batch) time.Duration {
 // renewals said.
 func (w *Watchdog) expire() {
 	lease := w.lossAfter()
-	var ended []*Entry
+	var ended []ending
 	now := time.Now()
 	w.mu.Lock()
 	for e := range w.entries {
 		if now.Sub(e.renewed) >= lease {
-			w.drop(e)
-			ended = append(ended, e)
+			ended = append(ended, w.ended(e))
 		}
 	}
 	w.mu.Unlock()
@@ -430,6 +471,7 @@ func (w *Watchdog) expire() {
 type batch struct {
 	spec    *Spec
 	entries []*Entry
+	incs    []uint64 // each entry's Add count when taken
 	keys    []string
 	fields  []string
 	cmd     *redis.Cmd
@@ -463,6 +505,7 @@ func (w *Watchdog) batches() []*batch {
 			out = append(out, b)
 		}
 		b.entries = append(b.entries, e)
+		b.incs = append(b.incs, e.inc)
 		b.keys = append(b.keys, e.t.Key)
 		b.fields = append(b.fields, e.t.Field)
 		e.flight = b.landed
@@ -608,11 +651,11 @@ var errNoReply = errors.New("renew: no reply")
 // renewed applies a call's reply: the entries renewed have their lease set
 // at the sending, the ones found gone end with Gone.
 func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
-	var gone []*Entry
+	var gone []ending
 	w.mu.Lock()
 	for i, e := range b.entries {
-		if !e.live {
-			continue // removed or ended meanwhile
+		if !e.live || e.inc != b.incs[i] {
+			continue // removed or ended meanwhile (and maybe added again)
 		}
 		if res[i] == 1 {
 			if at.After(e.renewed) {
@@ -620,8 +663,7 @@ func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
 			}
 			continue
 		}
-		w.drop(e)
-		gone = append(gone, e)
+		gone = append(gone, w.ended(e))
 	}
 	w.mu.Unlock()
 	end(gone, Gone)

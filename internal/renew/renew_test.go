@@ -180,17 +180,34 @@ func newEnds() *ends {
 
 func (s *ends) add(t *testing.T, w *Watchdog, spec *Spec, key string, renewedAt time.Time) *Entry {
 	t.Helper()
-	e, ok := w.Add(Target{Spec: spec, Key: key, Field: field}, renewedAt, func(end End) {
-		s.mu.Lock()
-		s.got[key] = append(s.got[key], end)
-		s.at[key] = time.Now()
-		s.mu.Unlock()
-		s.each <- key
-	})
-	if !ok {
+	e := &Entry{}
+	s.readd(t, w, e, spec, key, 1, renewedAt)
+	return e
+}
+
+// readd adds e for key again, with tag; its ends are recorded under
+// key/tag when tag is not 1.
+func (s *ends) readd(t *testing.T, w *Watchdog, e *Entry, spec *Spec, key string, tag uint64, renewedAt time.Time) {
+	t.Helper()
+	if !w.Add(e, Target{Spec: spec, Key: key, Field: field}, tag, renewedAt, s.record(key)) {
 		t.Fatalf("Add %s: refused", key)
 	}
-	return e
+}
+
+// record is an onEnd that records the ends of key (key/tag for a tag
+// other than 1).
+func (s *ends) record(key string) func(uint64, End) {
+	return func(tag uint64, how End) {
+		k := key
+		if tag != 1 {
+			k = fmt.Sprintf("%s/%d", key, tag)
+		}
+		s.mu.Lock()
+		s.got[k] = append(s.got[k], how)
+		s.at[k] = time.Now()
+		s.mu.Unlock()
+		s.each <- k
+	}
 }
 
 func (s *ends) of(key string) ([]End, time.Time) {
@@ -445,7 +462,7 @@ func TestEntry_leaseCountsFromSending(t *testing.T) {
 }
 
 // Pause waits for a round in flight that carries the entry, and for no
-// other; a paused entry is not renewed until resume.
+// other; a paused entry is not renewed until Resume.
 func TestEntry_Pause_waitsForItsRound(t *testing.T) {
 	t.Parallel()
 	mr, _, h, w := start(t, Config{Lease: 3 * time.Second})
@@ -478,41 +495,32 @@ func TestEntry_Pause_waitsForItsRound(t *testing.T) {
 	}
 	// y joined after the round started: pausing it waits for nothing.
 	y := s.add(t, w, lockSpec, "y", time.Now())
-	resumeY, err := y.Pause(t.Context())
-	if err != nil {
+	if err := y.Pause(t.Context()); err != nil {
 		t.Fatalf("Pause y: %v", err)
 	}
-	resumeY()
+	y.Resume()
 	// Pausing x with a context that ends gives up, unpaused.
 	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := x.Pause(short); !errors.Is(err, context.DeadlineExceeded) {
+	if err := x.Pause(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Pause x with a short ctx while its round is held = %v, want DeadlineExceeded", err)
 	}
 	// x's round is held: Pause x waits for it.
-	type result struct {
-		resume func()
-		err    error
-	}
-	paused := make(chan result, 1)
-	go func() {
-		r, err := x.Pause(context.Background())
-		paused <- result{r, err}
-	}()
+	paused := make(chan error, 1)
+	go func() { paused <- x.Pause(context.Background()) }()
 	select {
-	case r := <-paused:
-		t.Fatalf("Pause x returned (%v) while the round carrying x was in flight", r.err)
+	case err := <-paused:
+		t.Fatalf("Pause x returned (%v) while the round carrying x was in flight", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
-	var r result
 	select {
-	case r = <-paused:
+	case err := <-paused:
+		if err != nil {
+			t.Fatalf("Pause x: %v", err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Pause x did not return after its round landed")
-	}
-	if r.err != nil {
-		t.Fatalf("Pause x: %v", r.err)
 	}
 	// Paused, x is not renewed; z, y are.
 	s.add(t, w, lockSpec, "z", time.Now())
@@ -529,11 +537,101 @@ func TestEntry_Pause_waitsForItsRound(t *testing.T) {
 	if p := h.sentSince(from); carries(p, "x") {
 		t.Error("a round renewed x while it was paused")
 	} else if !carries(p, "y") {
-		t.Error("no round renewed y after it was resumed")
+		t.Error("no round renewed y after Resume")
 	}
-	r.resume()
+	x.Resume()
 	from = h.sent()
-	waitFor(t, 10*time.Second, "a round renewing x after resume", func() bool { return carries(h.sentSince(from), "x") })
+	waitFor(t, 10*time.Second, "a round renewing x after Resume", func() bool { return carries(h.sentSince(from), "x") })
+}
+
+// An entry removed while a call carrying it is in flight and added again
+// (the same owner's next hold): Pause waits for that call, and its reply
+// (the field gone: the earlier hold was released) does not end the new
+// hold.
+func TestEntry_reuse_staleReply(t *testing.T) {
+	t.Parallel()
+	mr, _, h, w := start(t, Config{Lease: 3 * time.Second})
+	held(t, mr, "x")
+	release := make(chan struct{})
+	holding := make(chan struct{}, 1)
+	h.setGate(func(ctx context.Context, keys []string) error {
+		if slices.Contains(keys, "x") {
+			select {
+			case holding <- struct{}{}:
+				<-release
+			default:
+			}
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	s := newEnds()
+	x := s.add(t, w, lockSpec, "x", time.Now())
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no round carried x")
+	}
+	if !x.Remove() {
+		t.Fatal("Remove = false")
+	}
+	mr.HDel("x", field) // the held call finds it gone
+	s.readd(t, w, x, lockSpec, "x", 2, time.Now())
+	paused := make(chan error, 1)
+	go func() { paused <- x.Pause(context.Background()) }()
+	select {
+	case err := <-paused:
+		t.Fatalf("Pause returned (%v) while a call carrying the entry's earlier hold was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-paused:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pause did not return after the call landed")
+	}
+	mr.HSet("x", field, "1") // the new hold
+	x.Resume()
+	from := h.sent()
+	waitFor(t, 10*time.Second, "two rounds renewing x", func() bool {
+		n := 0
+		for _, p := range h.sentSince(from) {
+			if carries([]pipe{p}, "x") {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	for _, k := range []string{"x", "x/2"} {
+		if got, _ := s.of(k); len(got) != 0 {
+			t.Errorf("%s ended: %v", k, got)
+		}
+	}
+	if w.Len() != 1 {
+		t.Errorf("Len = %d, want 1", w.Len())
+	}
+}
+
+// The methods of an entry never added do nothing.
+func TestEntry_neverAdded(t *testing.T) {
+	var e Entry
+	if err := e.Pause(t.Context()); err != nil {
+		t.Errorf("Pause: %v", err)
+	}
+	e.Resume()
+	e.Stop()
+	if e.Remove() {
+		t.Error("Remove = true")
+	}
 }
 
 // Stop ends renewals of the entry for good, but it still ends with Expired
@@ -548,11 +646,10 @@ func TestEntry_Stop_thenExpired(t *testing.T) {
 	e := s.add(t, w, lockSpec, "stopped", set)
 	s.add(t, w, lockSpec, "other", set)
 	e.Stop()
-	resume, err := e.Pause(t.Context())
-	if err != nil {
+	if err := e.Pause(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	resume() // does not lift a Stop
+	e.Resume() // does not lift a Stop
 	end, at := s.wait(t, "stopped", lease+10*time.Second)
 	if end != Expired {
 		t.Errorf("ended with %v, want Expired", end)
@@ -633,7 +730,7 @@ func TestWatchdog_Close(t *testing.T) {
 			t.Errorf("%s: ends %v, want [closed]", k, got)
 		}
 	}
-	if e, ok := w.Add(Target{Spec: lockSpec, Key: "d", Field: field}, time.Now(), func(End) { t.Error("onEnd of a refused Add") }); ok || e != nil {
+	if w.Add(&Entry{}, Target{Spec: lockSpec, Key: "d", Field: field}, 1, time.Now(), func(uint64, End) { t.Error("onEnd of a refused Add") }) {
 		t.Error("Add after Close accepted")
 	}
 	if w.Len() != 0 {
@@ -793,11 +890,10 @@ func TestWatchdog_hungRound(t *testing.T) {
 	waitFor(t, 10*time.Second, "the dead node's call", hung.Load)
 	pctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	resume, err := live.Pause(pctx)
-	if err != nil {
+	if err := live.Pause(pctx); err != nil {
 		t.Fatal(err)
 	}
-	resume()
+	live.Resume()
 	end, at := s.wait(t, "dead", lease+10*time.Second)
 	if end != Expired {
 		t.Errorf("dead ended with %v, want Expired", end)

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/luart"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -275,13 +276,13 @@ func releasedCheck(t *testing.T, what string, got *int64, err error, want int64)
 	}
 }
 
-// scriptErr fails unless err is a *generated.Error of script whose text
+// scriptErr fails unless err is a *luart.Error of script whose text
 // contains want.
 func scriptErr(t *testing.T, what string, err error, script, want string) {
 	t.Helper()
-	var se *generated.Error
+	var se *luart.Error
 	if !errors.As(err, &se) {
-		t.Fatalf("%s: error %v (%T), want a *generated.Error containing %q", what, err, err, want)
+		t.Fatalf("%s: error %v (%T), want a *luart.Error containing %q", what, err, err, want)
 	}
 	if se.Script != script || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%s: error %q of %s, want one of %s containing %q", what, err, se.Script, script, want)
