@@ -19,16 +19,20 @@ func TestReadWrite(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	// Each reader says it started, then waits (up to 10 s) for the other's
-	// start: they can only both finish if they hold the read lock together.
+	// start, and for the test's go-ahead: they can only both finish if they
+	// hold the read lock together.
 	reader := func(me, other string) *proc {
 		return s.start(t, nil, "lock", "-read", name, "--", "sh", "-c",
-			`echo "start $1" >> "$3"; : > "$4/$1"; i=0; while [ ! -e "$4/$2" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; echo "end $1" >> "$3"`,
+			`echo "start $1" >> "$3"; : > "$4/$1"; i=0; while { [ ! -e "$4/$2" ] || [ ! -e "$4/go" ]; } && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; echo "end $1" >> "$3"`,
 			"sh", me, other, log, dir)
 	}
 	r1, r2 := reader("r1", "r2"), reader("r2", "r1")
 	s.waitLocked(t, name)
 	if st := s.status(t, name); st.Mode != "read" || len(st.Holders) == 0 {
 		t.Fatalf("status of the read-write lock = %+v, want read mode and its readers", st)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	w := s.start(t, nil, "lock", "-write", name, "--", "sh", "-c",
 		`echo "start w $(redis-cli -p $2 hget "$LUALOCK_NAME" mode)" >> "$1"`, "sh", log, strconv.Itoa(portOf(s.addr)))
