@@ -11,6 +11,11 @@
 // re-entry goes through the same handle, and every other handle, in this
 // process or elsewhere, is another owner. Client.NewFairLock returns a handle
 // on a fair lock, which grants the lock in the order waiters first asked.
+// Client.NewReadWriteLock returns a ReadWriteLock, whose ReadLock and
+// WriteLock are handles of one owner (many readers or one writer; Redisson's
+// RReadWriteLock); Client.NewFencedLock a FencedLock, whose acquisitions
+// take fencing tokens (Redisson's RFencedLock); Client.NewSpinLock a handle
+// whose waiters poll instead of subscribing (Redisson's RSpinLock).
 //
 // Lock blocks until the lock is held or the context ends, and TryLock gives up
 // after a wait. Every call that reaches Redis runs one of the Lua scripts of

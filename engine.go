@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lualock/lualock/internal/wake"
+	"github.com/lualock/lualock/luart"
 )
 
 // The acquisition engine: one acquire call of a handle, whatever its
@@ -83,6 +84,13 @@ type acquisition struct {
 	acquired    bool
 	leaseSet    time.Duration // the lease the acquisition set
 	woken       bool          // a wake-up was taken and no attempt has used it yet
+	spinning    bool          // the backoff between attempts is the protocol's (spinner)
+}
+
+// spinner is implemented by the protocols without pub/sub whose waiters
+// back off within bounds of their own (the spin lock's).
+type spinner interface {
+	spinBackoff() (first, max time.Duration)
 }
 
 // acquire takes the lock, waiting up to wait (forever when negative), with
@@ -201,7 +209,14 @@ func (a *acquisition) subscribe() step {
 	ch := a.l.p.channel(a.l.field)
 	if ch == "" {
 		// A protocol without pub/sub (a spin lock): back off, exponential
-		// and bounded (Options.RetryMin, RetryMax), between attempts.
+		// and bounded, between attempts: within the protocol's bounds
+		// when it has its own (spinner), Options.RetryMin and RetryMax
+		// otherwise.
+		if s, ok := a.l.p.(spinner); ok && !a.spinning {
+			a.spinning = true
+			lo, hi := s.spinBackoff()
+			a.bo = backoff{luart.NewBackoff(lo, hi)}
+		}
 		return a.pause(a.bo.step())
 	}
 	sub, fresh, err := a.l.c.hub.Subscribe(a.actx, ch)

@@ -46,6 +46,12 @@ var (
 	// nil client).
 	// Nothing is sent to Redis.
 	ErrInvalid = errors.New("lualock: invalid argument")
+
+	// ErrUpgrade is returned by the write lock of a ReadWriteLock whose
+	// owner holds read holds: a read hold cannot be upgraded (it would wait
+	// for itself forever, as Redisson's does). Release the read holds first.
+	// Nothing is changed in Redis.
+	ErrUpgrade = errors.New("lualock: read lock held by the same owner: no upgrade to the write lock")
 )
 
 // Error is the shape of every error a Lock's call returns: the operation

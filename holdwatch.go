@@ -39,8 +39,8 @@ type holdWatcher struct {
 // pub/sub the client listens to, until stop. It returns nil without
 // Options.WatchHolds. The hold's mutex is held.
 func (c *Client) watchHold(channel string, l *Lock, gen uint64) *holdWatcher {
-	if !c.cfg.WatchHolds {
-		return nil
+	if !c.cfg.WatchHolds || channel == "" {
+		return nil // (a spin lock has no channel: its holds are watched by renewal alone)
 	}
 	w := &holdWatcher{l: l, gen: gen}
 	w.watch = c.hub.Watch(channel, w.notify)
@@ -100,7 +100,7 @@ func (w *holdWatcher) check() {
 	// Under the client's context, which Close cancels.
 	ctx, cancel := context.WithTimeout(l.c.ctx, undoTimeout)
 	defer cancel()
-	held, err := l.c.primary(ctx, l.name).HExists(ctx, l.name, l.field).Result()
+	held, err := l.c.primary(ctx, l.name).HExists(ctx, l.name, l.countField()).Result()
 	if err != nil || held {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,11 +39,12 @@ type Lock struct {
 	c       *Client
 	name    string
 	p       protocol
-	field   string // owner field C:H
-	latch   string // unlock latch prefix: keys.Of(name).LatchPrefix + C + ":"
-	invalid error  // set by a bad name
-	op      opLock // one acquisition or release of this handle at a time
-	h       hold   // the ownership state
+	field   string       // owner field C:H
+	latch   string       // unlock latch prefix: keys.Of(name).LatchPrefix + C + ":"
+	invalid error        // set by a bad name
+	op      opLock       // one acquisition or release of this handle at a time
+	h       hold         // the ownership state
+	token   atomic.Int64 // the fencing token of the latest acquisition (fenced lock); 0 for the others
 	// renewal is the watchdog entry of the handle's holds (the hold's
 	// entry), and renewalEnd its end callback, set by the first renew.
 	renewal    renew.Entry
@@ -194,6 +196,9 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 		cancel()
 		return attemptResult{}, ErrClosed
 	}
+	if res.token != 0 {
+		l.token.Store(res.token)
+	}
 	return res, nil
 }
 
@@ -252,7 +257,7 @@ func (l *Lock) attemptFailed(ctx context.Context, a *acquisition, err error, wan
 // (a read-only script, or a read on a cluster client set to read from
 // replicas, may be routed to a replica and see an old count).
 func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
-	n, err := l.c.primary(ctx, l.name).HGet(ctx, l.name, l.field).Int()
+	n, err := l.c.primary(ctx, l.name).HGet(ctx, l.name, l.countField()).Int()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}

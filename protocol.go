@@ -61,6 +61,9 @@ type attemptResult struct {
 	// wait is how long the script says the caller should wait (the
 	// holder's remaining lease), the hint for the fallback timer.
 	wait time.Duration
+	// token is the fencing token the acquisition took (the fenced lock);
+	// 0 for the others.
+	token int64
 }
 
 // releaseArgs are the inputs of one release.

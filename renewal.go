@@ -49,7 +49,7 @@ func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
 	if l.renewalEnd == nil {
 		l.renewalEnd = l.renewalEnded // once per handle
 	}
-	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.field}, gen, start, l.renewalEnd) {
+	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.renewalEnd) {
 		return nil, false
 	}
 	return &l.renewal, true

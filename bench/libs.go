@@ -26,6 +26,9 @@ const (
 	libLualock      = "lualock"
 	libLualockFair  = "lualock (fair)"
 	libLualockAP    = "lualock (tuned: Scripter AutoPipeline)"
+	libLualockRead  = "lualock (read lock)"
+	libLualockWrite = "lualock (write lock)"
+	libLualockFence = "lualock (fenced)"
 	libRedislock    = "redislock (example: LinearBackoff 100ms)"
 	libRedislockT   = "redislock (tuned: LinearBackoff 1ms)"
 	libRedsync      = "redsync (defaults)"
@@ -172,6 +175,20 @@ type lualockInst struct {
 	c    *lualock.Client
 	n    *atomic.Int64
 	fair bool
+	kind string // "": NewLock or NewFairLock (fair); "read", "write": a read-write lock's side; "fenced"
+}
+
+// openLualockKind opens lualock with its defaults, whose mutexes are the
+// read or the write lock of a read-write lock, or a fenced lock.
+func openLualockKind(kind string) func(*env, openOpts) (instance, error) {
+	return func(e *env, o openOpts) (instance, error) {
+		i, err := openLualock(false, false)(e, o)
+		if err != nil {
+			return nil, err
+		}
+		i.(*lualockInst).kind = kind
+		return i, nil
+	}
 }
 
 // openLualock opens lualock with its defaults; with autoPipeline, its
@@ -199,12 +216,33 @@ func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error)
 }
 
 func (i *lualockInst) newMutex(key string) mutex {
+	switch i.kind {
+	case "read":
+		return &lualockMutex{l: i.c.NewReadWriteLock(key).ReadLock()}
+	case "write":
+		return &lualockMutex{l: i.c.NewReadWriteLock(key).WriteLock()}
+	case "fenced":
+		return &lualockMutex{l: i.c.NewFencedLock(key).Handle()}
+	}
 	if i.fair {
 		return &lualockMutex{l: i.c.NewFairLock(key)}
 	}
 	return &lualockMutex{l: i.c.NewLock(key)}
 }
 func (i *lualockInst) calls() int64 { return i.n.Load() }
+
+// exclusionProber is implemented by an instance whose holds admit other
+// holders of the same kind (read locks): newProbe returns a mutex that
+// the holds must exclude.
+type exclusionProber interface{ newProbe(key string) mutex }
+
+// newProbe: a read hold excludes a writer; every other kind, itself.
+func (i *lualockInst) newProbe(key string) mutex {
+	if i.kind == "read" {
+		return &lualockMutex{l: i.c.NewReadWriteLock(key).WriteLock()}
+	}
+	return i.newMutex(key)
+}
 func (i *lualockInst) close() {
 	_ = i.c.Close()
 	_ = i.rdb.Close()
@@ -544,6 +582,9 @@ var (
 	vLualock     = variant{libLualock, false, openLualock(false, false)}
 	vLualockFair = variant{libLualockFair, false, openLualock(true, false)}
 	vLualockAP   = variant{libLualockAP, false, openLualock(false, true)}
+	vLualockRead = variant{libLualockRead, false, openLualockKind("read")}
+	vLualockWrt  = variant{libLualockWrite, false, openLualockKind("write")}
+	vLualockFnc  = variant{libLualockFence, false, openLualockKind("fenced")}
 	vRedislock   = variant{libRedislock, true, openRedislock(func() redislock.RetryStrategy { return redislock.LinearBackoff(100 * time.Millisecond) })}
 	vRedislockT  = variant{libRedislockT, true, openRedislock(func() redislock.RetryStrategy { return redislock.LinearBackoff(time.Millisecond) })}
 	vRedsync     = variant{libRedsync, true, openRedsync(false)}
@@ -561,7 +602,7 @@ var (
 // Uncontended locks never retry, so the retry settings do not matter there;
 // rueidislock's KeyMajority does (3 keys by default, 1 tuned).
 func uncontendedVariants() []variant {
-	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
+	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
 }
 
 func contendedVariants() []variant {

@@ -63,6 +63,8 @@ type config struct {
 	wdLocks   int
 	wdLease   time.Duration
 	wdPeriods int
+
+	rwDur time.Duration // per read-write lock run (readers alone, then with a writer)
 }
 
 func defaults(quick bool) config {
@@ -88,6 +90,7 @@ func defaults(quick bool) config {
 		wdLocks:        10000,
 		wdLease:        3 * time.Second,
 		wdPeriods:      3,
+		rwDur:          2 * time.Second,
 	}
 	if quick {
 		c.rounds = 1
@@ -102,6 +105,7 @@ func defaults(quick bool) config {
 		c.waitWindow = 2 * time.Second
 		c.wdLocks = 1000
 		c.wdPeriods = 2
+		c.rwDur = 300 * time.Millisecond
 	}
 	return c
 }
@@ -132,7 +136,7 @@ func main() {
 	addr := flag.String("addr", "", "use this Redis (host:port) instead of starting a redis-server")
 	quick := flag.Bool("quick", false, "smoke mode: every workload small (CI); results go to a temp dir by default")
 	rounds := flag.Int("rounds", 0, "rounds of every workload (default 3, quick 1)")
-	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog); default all")
+	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog, rwlock); default all")
 	out := flag.String("out", "", "directory for REPORT.md, results.json and run.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
 	flag.Parse()
 
@@ -289,6 +293,9 @@ func (e *env) run() {
 				e.step(waitingWorkload, v.name, e.cfg.waitSettle+e.cfg.waitWindow+4*time.Minute, func() { e.waiting(v) })
 			}
 		}
+		if e.runs("rwlock") {
+			e.step(rwlockWorkload, libLualock, 2*e.cfg.rwDur+2*time.Minute, e.rwlock)
+		}
 		if e.runs("watchdog") {
 			for _, v := range rotate(watchdogVariants(), r-1) {
 				e.step(watchdogWorkload, v.name, 5*time.Minute, func() { e.watchdog(v) })
@@ -328,7 +335,7 @@ func (e *env) stallGuard(workload, library string, limit time.Duration) (stop fu
 	return func() { t.Stop() }
 }
 
-var knownWorkloads = map[string]bool{"uncontended": true, "contended": true, "fair": true, "waiting": true, "watchdog": true}
+var knownWorkloads = map[string]bool{"uncontended": true, "contended": true, "fair": true, "waiting": true, "watchdog": true, "rwlock": true}
 
 func (e *env) runs(w string) bool { return len(e.cfg.only) == 0 || e.cfg.only[w] }
 

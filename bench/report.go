@@ -339,6 +339,7 @@ func (e *env) report() []byte {
 	e.reportFairDepth(&m)
 	e.reportWaiting(&m)
 	e.reportWatchdog(&m)
+	e.reportRWLock(&m)
 
 	m.p("## Notes gathered during the run")
 	m.p("")
@@ -628,6 +629,10 @@ func (e *env) uncontendedText(wl string, g int, lu, fair, ping float64, peer str
 			num(ap), ratio(ap, lu), ratio(ap, ping), ratio(ap, best), why))
 	}
 	s = append(s, fmt.Sprintf("The fair lock does %s ops/s (%s the reentrant lock): its scripts also read the queue and the timeout set.", num(fair), ratio(fair, lu)))
+	if rd, wr, fe := e.med(wl, libLualockRead, "ops_per_s"), e.med(wl, libLualockWrite, "ops_per_s"), e.med(wl, libLualockFence, "ops_per_s"); !math.IsNaN(rd) {
+		s = append(s, fmt.Sprintf("The read-write lock's read lock does %s ops/s (%s PING/s; it also writes a timeout key per hold and reads every reader's on release), its write lock %s ops/s (%s PING/s); the fenced lock %s ops/s, %s the reentrant lock (its acquire also INCRs the token counter).",
+			num(rd), ratio(rd, ping), num(wr), ratio(wr, ping), num(fe), ratio(fe, lu)))
+	}
 	s = append(s, fmt.Sprintf("rueidislock writes KeyMajority × 2 − 1 keys per lock (3 by default: %s requests/op; 1 tuned) and pipelines concurrent requests over one connection, so it gains the most from concurrency.", num(e.med(wl, libRueidis, "client_requests_per_op"))))
 	if t := e.errorsText(wl, names(uncontendedVariants())...); t != "" {
 		s = append(s, t)

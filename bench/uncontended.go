@@ -146,6 +146,9 @@ func (e *env) probeExclusion(v variant, o openOpts, cs *calls, keys []string, ho
 		guards[i].enter()
 		guards[i].bump()
 		pm := probe.newMutex(keys[i])
+		if x, ok := probe.(exclusionProber); ok {
+			pm = x.newProbe(keys[i]) // readers share: a writer probes a read hold
+		}
 		if ok, _ := cs.tryLock(ctx, pm); ok {
 			guards[i].enter()
 			guards[i].bump()

@@ -21,11 +21,19 @@ var Scripts = []*luart.Script{
 	FairForceReleaseScript,
 	FairLeaveScript,
 	FairReleaseScript,
+	FencedAcquireScript,
 	LockAcquireScript,
 	LockForceReleaseScript,
 	LockReleaseScript,
 	LockRenewScript,
 	LockStatusScript,
+	RwlockForceReleaseScript,
+	RwlockReadAcquireScript,
+	RwlockReadReleaseScript,
+	RwlockReadRenewScript,
+	RwlockStatusScript,
+	RwlockWriteAcquireScript,
+	RwlockWriteReleaseScript,
 }
 
 // LoadAll loads every script of the package, on every master of a cluster

@@ -8,7 +8,7 @@
 -- @key    channel   release channel of N
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
--- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
+-- @arg    publish   string  how to publish: publish, spublish, both (publish, then spublish) or none (the spin lock)
 -- @return bool  true when a lock was deleted
 -- @flag   idempotent
 
@@ -21,8 +21,8 @@ local publish = ARGV[2]
 if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
-  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' and publish ~= 'none' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both (or none: the spin lock)')
 end
 -- @include "include/notify.lua"
 

@@ -13,7 +13,7 @@
 -- @arg    lease_ms   int     lease to set when holds remain, in milliseconds
 -- @arg    field      string  owner field C:H
 -- @arg    latch_ms   int     how long the latch replays the outcome, in milliseconds
--- @arg    publish    string  how to publish: publish, spublish or both (publish, then spublish)
+-- @arg    publish    string  how to publish: publish, spublish, both (publish, then spublish) or none (the spin lock)
 -- @arg    holds      int     the owner's hold count before this release, as the caller knows it; 0: unknown
 -- @return int?  nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 -- @flag   idempotent
@@ -33,8 +33,8 @@ end
 if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
 end
-if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
-  return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
+if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' and publish ~= 'none' then
+  return redis.error_reply('ERR lualock: publish must be publish, spublish or both (or none: the spin lock)')
 end
 -- @include "include/notify.lua"
 if not before or before < 0 or before % 1 ~= 0 then

@@ -52,13 +52,16 @@ type lockArgs struct {
 	lease       optDuration
 	grace       time.Duration
 	fair        bool
+	read        bool // the read lock of a read-write lock
+	write       bool // the write lock of a read-write lock
+	fenced      bool // a fenced lock: the token goes to the command
 	quiet       bool
 	notObtained int
 }
 
 func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	begin := time.Now() // -wait counts from here
-	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
+	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
 	var a lockArgs
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
@@ -67,6 +70,9 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&a.lease, "lease", "hold the lock with a fixed lease `D`, not renewed; the command is stopped if it runs longer (default: watchdog)")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command when the lock is lost")
 	fs.BoolVar(&a.fair, "fair", false, "take a fair (FIFO) lock, Redisson's RFairLock")
+	fs.BoolVar(&a.read, "read", false, "take the read lock of a read-write lock, Redisson's RReadWriteLock (shared with other readers)")
+	fs.BoolVar(&a.write, "write", false, "take the write lock of a read-write lock, Redisson's RReadWriteLock")
+	fs.BoolVar(&a.fenced, "fenced", false, "take a fenced lock, Redisson's RFencedLock: the command gets its token in $"+envToken)
 	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
 	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
@@ -102,6 +108,8 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usagef(stderr, "lock: -grace %v is negative", a.grace)
 	case a.notObtained < 0 || a.notObtained > 255:
 		return usagef(stderr, "lock: -E %d, want 0..255", a.notObtained)
+	case b2i(a.fair)+b2i(a.read)+b2i(a.write)+b2i(a.fenced) > 1:
+		return usagef(stderr, "lock: -fair, -read, -write and -fenced exclude each other")
 	}
 	if err := lualock.CheckName(a.name); err != nil {
 		return usagef(stderr, "lock: %v", clean(err))
@@ -148,7 +156,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
-	lock := newLock(client, a.name, a.fair)
+	lock, token := newKindLock(client, &a)
 	// From here on the signals are ours: they stop the wait, or go to the
 	// command. Before, their default action ends lualock, holding nothing.
 	sigs := make(chan os.Signal, 16)
@@ -181,6 +189,9 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		envHolder+"="+lock.Field(),
 		envLease+"="+lease.String(),
 	)
+	if token != nil {
+		env = append(env, envToken+"="+strconv.FormatInt(token(), 10))
+	}
 	sup, code, err := startSupervised(path, a.command, env, a.grace, stdin, stdout, stderr)
 	if err != nil {
 		release(lock, a.name, stderr)

@@ -1,12 +1,13 @@
 // Command lualock runs a command while holding a Redis lock, like
 // `etcdctl lock` and `consul lock`, and inspects and force-releases locks.
-// Its locks are lualock's (and so Redisson's) reentrant and fair locks:
-// a Java service using Redisson's RLock on the same name excludes the
-// command and the other way round.
+// Its locks are lualock's (and so Redisson's) reentrant, fair, read-write
+// and fenced locks: a Java service using Redisson's RLock (RFairLock,
+// RReadWriteLock, RFencedLock) on the same name excludes the command and
+// the other way round.
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
 //	lualock status [-addr URL] [-json] NAME
 //	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
 //	lualock help
@@ -42,15 +43,16 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
   lualock status [-addr URL] [-json] NAME
   lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
   lualock help
   lualock --version
 
 lualock takes the Redis lock NAME (a Redisson-compatible RLock or, with
--fair, RFairLock), runs COMMAND while holding it and releases it when the
-command exits. Flags may come before or after NAME; "--" ends them.
+-fair, RFairLock; with -read or -write, RReadWriteLock's read or write
+lock; with -fenced, RFencedLock), runs COMMAND while holding it and
+releases it when the command exits. Flags may come before or after NAME; "--" ends them.
 
 subcommands:
   lock     take NAME, run COMMAND, release NAME when it exits. Stdin, stdout
@@ -83,7 +85,8 @@ subcommands:
            Holding: the command's environment has LUALOCK_NAME (NAME),
            LUALOCK_HOLDER (the owner field C:H of the hold in NAME's hash)
            and LUALOCK_LEASE (the fixed -lease, or the watchdog lease,
-           renewed every third of it, as a Go duration). Beside the lock,
+           renewed every third of it, as a Go duration); with -fenced,
+           LUALOCK_TOKEN (the hold's fencing token). Beside the lock,
            never in its hash, lualock keeps the key
            lualock_holder:{NAME}:FIELD (lualock_holder:NAME:FIELD when NAME
            has a hash tag; same cluster slot) with its host, pid, command
@@ -143,6 +146,16 @@ flags:
   -fair       lock: NAME is a fair lock (FIFO queue of waiters, Redisson's
               RFairLock). unlock: the same, found out from the queue when
               not given. status: accepted, unnecessary.
+  -read       lock: take the read lock of the read-write lock NAME
+              (Redisson's RReadWriteLock): shared with other readers,
+              excluded by a writer.
+  -write      lock: take its write lock: excluded by every other reader
+              and writer. Readers keep entering while the lock is in read
+              mode, so a writer can wait long behind a stream of readers.
+  -fenced     lock: NAME is a fenced lock (Redisson 4.x's RFencedLock):
+              each acquisition takes the next fencing token of NAME, which
+              the command gets in $LUALOCK_TOKEN to hand to the resource
+              it protects (which refuses a token smaller than one it saw).
   -q          lock: say nothing on stderr while waiting.
   -E N        lock: exit status when NAME is not obtained within -wait
               (0..255). Default 4.

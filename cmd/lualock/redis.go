@@ -30,6 +30,7 @@ const (
 	envName   = "LUALOCK_NAME"   // the lock's name
 	envHolder = "LUALOCK_HOLDER" // the owner field C:H of the hold
 	envLease  = "LUALOCK_LEASE"  // the lease: fixed (-lease) or the watchdog's, renewed
+	envToken  = "LUALOCK_TOKEN"  // -fenced: the hold's fencing token
 
 	defaultWatchdogLease = 30 * time.Second // lualock.Options' default
 )
@@ -203,6 +204,28 @@ func clientOptions(ps *pubsubFlag) (lualock.Options, error) {
 }
 
 // newLock returns the reentrant or, when fair is set, the fair lock name.
+// newKindLock returns the handle lock's flags ask for and, for -fenced,
+// what reads its token once held (nil otherwise).
+func newKindLock(c *lualock.Client, a *lockArgs) (*lualock.Lock, func() int64) {
+	switch {
+	case a.read:
+		return c.NewReadWriteLock(a.name).ReadLock(), nil
+	case a.write:
+		return c.NewReadWriteLock(a.name).WriteLock(), nil
+	case a.fenced:
+		f := c.NewFencedLock(a.name)
+		return f.Handle(), f.Token
+	}
+	return newLock(c, a.name, a.fair), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func newLock(c *lualock.Client, name string, fair bool) *lualock.Lock {
 	if fair {
 		return c.NewFairLock(name)

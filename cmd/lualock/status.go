@@ -23,7 +23,11 @@ type lockStatus struct {
 	Locked bool   `json:"locked"`
 	// LeaseMS is the remaining lease in milliseconds: -1 for a lock without
 	// expiry, absent when not locked.
-	LeaseMS *int64   `json:"lease_ms,omitempty"`
+	LeaseMS *int64 `json:"lease_ms,omitempty"`
+	// Mode is a read-write lock's mode, "read" or "write"; absent for the
+	// other locks. Its holders are then readers (C:H) and the writer
+	// (C:H:write).
+	Mode    string   `json:"mode,omitempty"`
 	Holders []holder `json:"holders"`
 	// Queue lists the waiters of a fair lock, first first; empty for a
 	// reentrant lock or a fair lock nobody waits for.
@@ -117,6 +121,10 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 	}
 	st := &lockStatus{Name: name, Holders: []holder{}, Queue: []waiter{}, ServerTime: now.Val().UnixMilli()}
 	for f, v := range fields.Val() {
+		if f == "mode" && (v == "read" || v == "write") {
+			st.Mode = v // a read-write lock
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("holder %q has hold count %q, not a number", f, v)
@@ -190,6 +198,9 @@ func printStatus(w io.Writer, st *lockStatus) {
 		fmt.Fprintf(w, "lock %s: locked, no expiry\n", st.Name)
 	default:
 		fmt.Fprintf(w, "lock %s: locked, lease %v remaining\n", st.Name, time.Duration(*st.LeaseMS)*time.Millisecond)
+	}
+	if st.Mode != "" {
+		fmt.Fprintf(w, "read-write lock, %s mode\n", st.Mode)
 	}
 	for _, h := range st.Holders {
 		fmt.Fprintf(w, "  holder %s  holds %d\n", h.Field, h.Holds)

@@ -22,7 +22,21 @@ const (
 	QueuePrefix   = "redisson_lock_queue"
 	TimeoutPrefix = "redisson_lock_timeout"
 	HolderPrefix  = "lualock_holder"
+
+	// The lock family (PROTOCOL-FAMILY.md sections 2 and 3).
+	RWLockPrefix = "redisson_rwlock"     // the read-write lock's channel
+	TokenPrefix  = "redisson_lock_token" // the fenced lock's token counter
 )
+
+// RWTimeoutPrefix is the prefix P of a read-write lock's read hold timeout
+// keys, P:C:H:rwlock_timeout:i: {name}, or name itself when it has a hash
+// tag, so that they share the lock's slot.
+func RWTimeoutPrefix(name string) string {
+	if HasHashTag(name) {
+		return name
+	}
+	return "{" + name + "}"
+}
 
 // Lock is the keys of one lock name: the reentrant lock uses Name, Channel
 // and LatchPrefix; the fair lock adds Queue and Timeouts.

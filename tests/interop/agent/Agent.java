@@ -18,7 +18,8 @@
 // Redisson's lock owner is the thread, so every OWNER is one thread of its
 // own: the commands of one owner run in order on it, and a blocked lock()
 // of one owner never holds up another. KIND is r (RLock, the reentrant
-// lock) or f (RFairLock). Ops:
+// lock) or f (RFairLock), or one of issue 14's lock family (see familyOp
+// for them and their own ops). Ops:
 //
 //     lock NAME KIND LEASE_MS            lock(); LEASE_MS -1: the watchdog
 //     trylock NAME KIND WAIT_MS LEASE_MS tryLock(); VALUE true|false
@@ -38,6 +39,8 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.temporal.ChronoUnit;
@@ -118,9 +121,134 @@ public final class Agent {
         return ChronoUnit.MICROS.between(Instant.EPOCH, Instant.now());
     }
 
-    private static RLock lock(String name, String kind) {
-        return kind.equals("f") ? redisson.getFairLock(name) : redisson.getLock(name);
+    private static RLock lock(String name, String kind) throws Exception {
+        switch (kind) {
+            case "f":
+                return redisson.getFairLock(name);
+            case "rr":
+            case "rw":
+            case "s":
+            case "fe":
+                return familyLock(name, kind);
+            default:
+                return redisson.getLock(name);
+        }
     }
+
+    // ---- issue 14: the lock family (family helper) ----
+    //
+    // Kinds: rr and rw (the read and the write lock of RReadWriteLock), s
+    // (RSpinLock), fe (RFencedLock, Redisson 3.19 and later; reached by
+    // reflection, so that the agent compiles against 3.16.8 too). Every op
+    // above takes them; these are their own:
+    //
+    //     locked NAME KIND                   isLocked()
+    //     rwloop NAME KIND N READERS WRITERS HOLD_US
+    //         KIND rr or rw. N times: lock(); INCR READERS (rr) or WRITERS
+    //         (rw); an overlap when a writer sees another writer or a
+    //         reader, or a reader sees a writer; pause HOLD_US; DECR;
+    //         unlock(). VALUE: the overlaps seen.
+    //     token NAME fe LEASE_MS             RFencedLock.lockAndGetToken(); LEASE_MS -1: the watchdog
+    //     trytoken NAME fe WAIT_MS           tryLockAndGetToken(WAIT_MS); VALUE the token or null
+    //     gettoken NAME fe                   getToken()
+    //     tokenloop NAME fe N LIST           N times: lockAndGetToken(); RPUSH LIST token; unlock()
+
+    private static RLock familyLock(String name, String kind) throws Exception {
+        switch (kind) {
+            case "rr":
+                return redisson.getReadWriteLock(name).readLock();
+            case "rw":
+                return redisson.getReadWriteLock(name).writeLock();
+            case "s":
+                return redisson.getSpinLock(name);
+            default:
+                Method m;
+                try {
+                    m = redisson.getClass().getMethod("getFencedLock", String.class);
+                } catch (NoSuchMethodException e) {
+                    throw new UnsupportedOperationException("this Redisson has no RFencedLock");
+                }
+                return (RLock) m.invoke(redisson, name);
+        }
+    }
+
+    // fencedCall runs the public method NAME of the fenced lock l.
+    private static Object fencedCall(RLock l, String method, Class<?>[] types, Object... args) throws Exception {
+        try {
+            return l.getClass().getMethod(method, types).invoke(l, args);
+        } catch (InvocationTargetException e) {
+            if (e.getCause() instanceof Exception) {
+                throw (Exception) e.getCause();
+            }
+            throw e;
+        }
+    }
+
+    private static String familyOp(String[] a, RLock l) throws Exception {
+        Class<?>[] none = new Class<?>[0];
+        Class<?>[] timed = new Class<?>[] {long.class, TimeUnit.class};
+        switch (a[0]) {
+            case "locked":
+                return String.valueOf(l.isLocked());
+            case "rwloop": {
+                int n = Integer.parseInt(a[3]);
+                boolean writer = a[2].equals("rw");
+                RAtomicLong readers = redisson.getAtomicLong(a[4]);
+                RAtomicLong writers = redisson.getAtomicLong(a[5]);
+                long holdNanos = Long.parseLong(a[6]) * 1000;
+                int overlaps = 0;
+                for (int i = 0; i < n; i++) {
+                    l.lock();
+                    try {
+                        if (writer) {
+                            if (writers.incrementAndGet() != 1 || readers.get() != 0) {
+                                overlaps++;
+                            }
+                        } else {
+                            readers.incrementAndGet();
+                            if (writers.get() != 0) {
+                                overlaps++;
+                            }
+                        }
+                        if (holdNanos > 0) {
+                            LockSupport.parkNanos(holdNanos);
+                        }
+                        (writer ? writers : readers).decrementAndGet();
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                return String.valueOf(overlaps);
+            }
+            case "token": {
+                long lease = Long.parseLong(a[3]);
+                if (lease < 0) {
+                    return String.valueOf(fencedCall(l, "lockAndGetToken", none));
+                }
+                return String.valueOf(fencedCall(l, "lockAndGetToken", timed, lease, TimeUnit.MILLISECONDS));
+            }
+            case "trytoken":
+                return String.valueOf(fencedCall(l, "tryLockAndGetToken", timed, Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "gettoken":
+                return String.valueOf(fencedCall(l, "getToken", none));
+            case "tokenloop": {
+                int n = Integer.parseInt(a[3]);
+                for (int i = 0; i < n; i++) {
+                    Object t = fencedCall(l, "lockAndGetToken", none);
+                    try {
+                        redisson.getList(a[4], StringCodec.INSTANCE).add(String.valueOf(t));
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                return "true";
+            }
+            default:
+                throw new IllegalArgumentException("unknown op " + a[0]);
+        }
+    }
+
+    // ---- end of issue 14 ----
 
     private static void run(String id, String[] a) {
         long t0 = micros();
@@ -195,7 +323,7 @@ public final class Agent {
                 return "true";
             }
             default:
-                throw new IllegalArgumentException("unknown op " + a[0]);
+                return familyOp(a, l);
         }
     }
 }
