@@ -170,12 +170,12 @@ type Entry struct {
 	t       Target
 	tag     uint64 // handed back to onEnd
 	onEnd   func(tag uint64, how End)
-	inc     uint64    // counts the Adds: a reply for an earlier one is stale
-	live    bool      // in w.entries: onEnd not called yet
-	renewed time.Time // when its lease was last set (the sending of the call)
-	paused  bool      // Pause or Stop: no round takes it
-	stopped bool      // Stop: Resume does not lift the pause
-	flight  chan struct{}
+	inc     uint64        // counts the Adds: a reply for an earlier one is stale
+	live    bool          // in w.entries: onEnd not called yet
+	renewed time.Time     // when its lease was last set (the sending of the call)
+	paused  bool          // Pause or Stop: no round takes it
+	stopped bool          // Stop: Resume does not lift the pause
+	flight  chan struct{} // closed when the call carrying it lands; nil when none is in flight
 }
 
 // New starts a watchdog on rdb. It returns an error for a Lease that is
