@@ -121,10 +121,16 @@ func ftWoken(t *testing.T, rdb redis.UniversalClient, sub *redis.PubSub, k ftNam
 // ftBarrier is the owner field whose waiter channel ftWoken's barrier uses.
 const ftBarrier = "barrier"
 
-// ftSnap is the queue and the deadlines of a fair lock read in one MULTI.
+// ftSnap is the queue and the deadlines of a fair lock read in one MULTI:
+// scores has the whole-millisecond deadlines, tombs the tombstones (a
+// waiter that gave up from the middle of the queue: its deadline is a
+// passed time plus half a millisecond). now is Redis's clock (TIME) read
+// just after.
 type ftSnap struct {
 	queue  []string
 	scores map[string]int64
+	tombs  map[string]float64
+	now    int64
 }
 
 func ftSnapshot(ctx context.Context, rdb redis.UniversalClient, k ftNames) (ftSnap, error) {
@@ -138,10 +144,19 @@ func ftSnapshot(ctx context.Context, rdb redis.UniversalClient, k ftNames) (ftSn
 	if err != nil {
 		return ftSnap{}, err
 	}
-	s := ftSnap{queue: lr.Val(), scores: map[string]int64{}}
+	s := ftSnap{queue: lr.Val(), scores: map[string]int64{}, tombs: map[string]float64{}}
 	for _, z := range zr.Val() {
+		if z.Score != float64(int64(z.Score)) {
+			s.tombs[fmt.Sprint(z.Member)] = z.Score
+			continue
+		}
 		s.scores[fmt.Sprint(z.Member)] = int64(z.Score)
 	}
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return ftSnap{}, err
+	}
+	s.now = tm.UnixMilli()
 	return s, nil
 }
 
@@ -494,10 +509,14 @@ const (
 
 // ftDrift runs the part of the drift scenario that needs no clock jump. A
 // holder takes the lock; fake:1..fake:4 queue and are told to wait lease,
-// lease+wait, lease+2·wait, lease+3·wait (±tol ms); the holder releases
-// and fake:1 takes the lock, so the others' deadlines shrink by exactly one
-// wait; fake:3 gives up, so fake:4's shrinks by one wait and fake:2's does
-// not. It leaves fake:1 holding the lock and [fake:2 fake:4] queued.
+// lease+wait, lease+2·wait, lease+3·wait (±tol ms), their deadlines one
+// wait apart; the holder releases and fake:1 takes the lock: the new head
+// fake:2's deadline is cut to the new lease + one wait from now, and the
+// others keep theirs (the handoff is O(1): no per-waiter ZINCRBY); fake:3
+// gives up from the middle: it stays in the list as a tombstone (its
+// deadline now - 0.5 ms, popped when it reaches the head) and the others
+// keep their deadlines. It leaves fake:1 holding the lock and
+// [fake:2 fake:3(tombstone) fake:4] queued.
 func ftDrift(t *testing.T, rdb redis.UniversalClient, k ftNames, tol int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -530,6 +549,7 @@ func ftDrift(t *testing.T, rdb redis.UniversalClient, k ftNames, tol int64) {
 	if r, err := ftRelease(ctx, rdb, k, "holder:0", ftDriftLease); err != nil || r == nil || *r != 1 {
 		t.Fatalf("holder release = %v, %v; want 1", ftPtr(r), err)
 	}
+	before := ftMustSnapshot(t, rdb, k)
 	if r, err := ftAcquire(ctx, rdb, k, "fake:1", ftDriftLease, ftDriftWait); err != nil || r != nil {
 		t.Fatalf("fake:1 acquire after the release = %v, %v; want nil (acquired)", ftPtr(r), err)
 	}
@@ -540,28 +560,32 @@ func ftDrift(t *testing.T, rdb redis.UniversalClient, k ftNames, tol int64) {
 	if _, ok := after.scores["fake:1"]; ok {
 		t.Errorf("fake:1 holds the lock but still has a deadline")
 	}
-	for _, f := range after.queue {
-		if d := s.scores[f] - after.scores[f]; d != ftDriftWait {
-			t.Errorf("handoff: deadline of %s shrank by %d ms, want exactly one wait (%d)", f, d, ftDriftWait)
+	// The new head: at most the new lease + one wait from the handoff,
+	// which lies between the two snapshots' clocks.
+	if got, hi := after.scores["fake:2"], after.now+ftDriftLease+ftDriftWait+tol; got > hi || got < before.now+ftDriftLease+ftDriftWait-tol {
+		t.Errorf("handoff: the new head's deadline is now%+d ms, want about lease + one wait (%d)", got-after.now, ftDriftLease+ftDriftWait)
+	}
+	for _, f := range []string{"fake:3", "fake:4"} {
+		if d := s.scores[f] - after.scores[f]; d != 0 {
+			t.Errorf("handoff: deadline of %s changed by %d ms, want 0 (O(1) handoff)", f, -d)
 		}
 	}
 
-	// fake:3 gives up: only those behind it move up.
+	// fake:3 gives up from the middle: a tombstone, the others unchanged.
 	if ok, err := ftLeave(ctx, rdb, k, "fake:3", ftDriftWait); err != nil || !ok {
 		t.Fatalf("fake:3 leave = %v, %v; want true", ok, err)
 	}
 	left := ftMustSnapshot(t, rdb, k)
-	if want := []string{"fake:2", "fake:4"}; !slices.Equal(left.queue, want) {
-		t.Fatalf("queue after fake:3 left %q, want %q", left.queue, want)
+	if want := []string{"fake:2", "fake:3", "fake:4"}; !slices.Equal(left.queue, want) {
+		t.Fatalf("queue after fake:3 left %q, want %q (a tombstone in the middle)", left.queue, want)
 	}
-	if _, ok := left.scores["fake:3"]; ok {
-		t.Errorf("fake:3 left but still has a deadline")
+	if tomb, ok := left.tombs["fake:3"]; !ok || tomb > float64(left.now) {
+		t.Errorf("fake:3 left: its deadline is %v (tombstone %v), want a tombstone at or before now (%d)", left.scores["fake:3"], ok, left.now)
 	}
-	if d := after.scores["fake:2"] - left.scores["fake:2"]; d != 0 {
-		t.Errorf("fake:3 left: deadline of fake:2 (ahead of it) changed by %d ms, want 0", d)
-	}
-	if d := after.scores["fake:4"] - left.scores["fake:4"]; d != ftDriftWait {
-		t.Errorf("fake:3 left: deadline of fake:4 shrank by %d ms, want exactly one wait (%d)", d, ftDriftWait)
+	for _, f := range []string{"fake:2", "fake:4"} {
+		if d := after.scores[f] - left.scores[f]; d != 0 {
+			t.Errorf("fake:3 left: deadline of %s changed by %d ms, want 0", f, -d)
+		}
 	}
 }
 
@@ -637,15 +661,17 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 
 	ftDrift(t, rdb, k, 0)
 	s := ftMustSnapshot(t, rdb, k)
-	// fake:2 and fake:4 were queued at T0 with deadlines T0+35s and T0+50s;
-	// the handoff took one wait off both, fake:3 leaving one more off fake:4.
-	if got, want := s.scores, map[string]int64{"fake:2": T0 + 35_000, "fake:4": T0 + 40_000}; !mapsEqual(got, want) {
+	// fake:2 and fake:4 were queued at T0 with deadlines T0+40s and T0+50s;
+	// the handoff cut fake:2, the new head, to the new lease + one wait
+	// (T0+35s) and left fake:4's; fake:3 leaving changed neither.
+	if got, want := s.scores, map[string]int64{"fake:2": T0 + 35_000, "fake:4": T0 + 50_000}; !mapsEqual(got, want) {
 		t.Fatalf("deadlines %v, want %v", got, want)
 	}
 
-	// 10s later: fake:4, second in line, asks again. It is told to wait for
-	// fake:2's deadline; its own stays PTTL + 2 waits from now, unchanged
-	// since the lock's expiry has not moved.
+	// 10s later: fake:4, behind fake:2 and the tombstone, asks again. It is
+	// told to wait for the head's deadline; its own becomes PTTL + 2 waits
+	// from now (one live deadline, fake:2's, lies below its own; the
+	// tombstone's is past and does not count).
 	advance(10 * time.Second)
 	if r, err := ftAcquire(ctx, rdb, k, "fake:4", ftDriftLease, ftDriftWait); err != nil || r == nil || *r != 25_000 {
 		t.Errorf("fake:4 asks again at T0+10s = %v, %v; want 25000", ftPtr(r), err)
@@ -670,7 +696,8 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 	// T0+36s: fake:2 never asked again and its deadline (T0+35s) passed.
 	// The lock (T0+40s) is still held. fake:4 asks: fake:2 is purged and
 	// fake:4, the head now, is told to wait the lock's PTTL; its deadline
-	// is PTTL + one wait from now.
+	// is PTTL + one wait from now. (The tombstone fake:3, the head after
+	// fake:2, is popped by the same purge.)
 	advance(26 * time.Second)
 	if r, err := ftAcquire(ctx, rdb, k, "fake:4", ftDriftLease, ftDriftWait); err != nil || r == nil || *r != 4_000 {
 		t.Errorf("fake:4 asks at T0+36s = %v, %v; want 4000 (the lock's PTTL)", ftPtr(r), err)
@@ -683,15 +710,16 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 		t.Errorf("deadlines at T0+36s %v, want %v", got, want)
 	}
 
-	// The holder releases; the head takes the lock and fake:5 moves up.
+	// The holder releases; the head takes the lock and fake:5, the new
+	// head, keeps its deadline (below the new lease + one wait).
 	if r, err := ftRelease(ctx, rdb, k, "fake:1", ftDriftLease); err != nil || r == nil || *r != 1 {
 		t.Fatalf("fake:1 release = %v, %v; want 1", ftPtr(r), err)
 	}
 	if r, err := ftAcquire(ctx, rdb, k, "fake:4", ftDriftLease, ftDriftWait); err != nil || r != nil {
 		t.Fatalf("fake:4 acquire after the release = %v, %v; want nil (acquired)", ftPtr(r), err)
 	}
-	if got := ftMustSnapshot(t, rdb, k).scores["fake:5"]; got != T0+40_000 {
-		t.Errorf("fake:5 deadline after the handoff = T0%+d, want T0+40000", got-T0)
+	if got := ftMustSnapshot(t, rdb, k).scores["fake:5"]; got != T0+45_000 {
+		t.Errorf("fake:5 deadline after the handoff = T0%+d, want T0+45000", got-T0)
 	}
 
 	// fake:4 holds until T0+66s, longer than fake:5's deadline (T0+40s).
@@ -724,7 +752,7 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 		t.Fatalf("fake:6 acquire at T0+71.001s = %v, %v; want nil (acquired)", ftPtr(r), err)
 	}
 	s = ftMustSnapshot(t, rdb, k)
-	if len(s.queue) != 0 || len(s.scores) != 0 {
+	if len(s.queue) != 0 || len(s.scores) != 0 || len(s.tombs) != 0 {
 		t.Errorf("queue %q, deadlines %v after fake:6 took the lock; want both empty", s.queue, s.scores)
 	}
 	if r, err := ftRelease(ctx, rdb, k, "fake:6", ftDriftLease); err != nil || r == nil || *r != 1 {
@@ -1274,13 +1302,15 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 		if r, err := ftAcquire(ctx, rdb, k, "stale:1", time.Second.Milliseconds(), lualock.Options{}.FairWait.Milliseconds()+300_000); err != nil || r == nil {
 			t.Fatalf("stale waiter queues = %v, %v", ftPtr(r), err)
 		}
-		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale:1"}).Err(); err != nil {
-			t.Fatal(err)
-		}
 		live := liveC.NewFairLock(name)
 		done := make(chan error, 1)
 		go func() { done <- live.Lock(ctx) }()
 		ftWaitQueued(t, rdb, k, 3)
+		// The stale one goes stale once the live one is queued behind it (a
+		// stale waiter at the back is trimmed off when a newcomer joins).
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale:1"}).Err(); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(50 * time.Millisecond) // the first attempts
 		before := hook.n.Load()
 		time.Sleep(window)
@@ -1932,8 +1962,11 @@ func TestFairLock_TryLock_timeoutLeavesQueue(t *testing.T) {
 		if _, ok := r.snap.scores[field]; ok {
 			t.Errorf("waiter still has a deadline after TryLock returned")
 		}
-		if d := before - r.snap.scores["fake:behind"]; d != 10_000 {
-			t.Errorf("the waiter behind moved up by %d ms, want one budget (10000)", d)
+		// The waiter behind is the head now: its deadline is cut to one
+		// budget past the lock's expiry (the watchdog lease, 30s, at most).
+		if got := r.snap.scores["fake:behind"]; got > before || got < r.snap.now+10_000 || got > r.snap.now+30_000+10_000 {
+			t.Errorf("the waiter behind, the head now, has its deadline at now%+d ms (it was now%+d), want at most the lock's PTTL + one budget (10000)",
+				got-r.snap.now, before-r.snap.now)
 		}
 		if ok, err := ftLeave(ctx, rdb, k, "fake:behind", 10_000); err != nil || !ok {
 			t.Errorf("fake leave = %v, %v; want true", ok, err)
@@ -1973,12 +2006,18 @@ func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 				t.Fatalf("%s queues = %v, %v", f, ftPtr(r), err)
 			}
 		}
+		// "dead", stale at the back when j came, was trimmed off: j chains on
+		// the head's deadline, two waits past the lock's expiry.
 		now := time.Now().UnixMilli()
-		if got := ftMustSnapshot(t, rdb, k).scores["j"]; got < now+lease+3*wait-500 {
-			t.Errorf("j's deadline is %+d ms from now, want at least about lease + 3 waits (%d)", got-now, lease+3*wait)
+		js := ftMustSnapshot(t, rdb, k)
+		if want := []string{"head", "j", "k"}; !slices.Equal(js.queue, want) {
+			t.Errorf("queue %q, want %q (the stale last waiter trimmed off)", js.queue, want)
 		}
-		// The holder releases and the head takes the lock: every deadline
-		// drops by one wait. j must still be queued, ahead of k.
+		if got := js.scores["j"]; got < now+lease+2*wait-500 {
+			t.Errorf("j's deadline is %+d ms from now, want at least about lease + 2 waits (%d)", got-now, lease+2*wait)
+		}
+		// The holder releases and the head takes the lock. j must still be
+		// queued, ahead of k.
 		if r, err := ftRelease(ctx, rdb, k, "holder", lease); err != nil || r == nil || *r != 1 {
 			t.Fatalf("holder release = %v, %v", ftPtr(r), err)
 		}
@@ -2000,8 +2039,9 @@ func TestFairAcquire_staleWaiterKeepsOrder(t *testing.T) {
 // TestFairAcquire_renewedDeadlineAfterPurge: a waiter that asks again
 // behind a waiter that then dies keeps a deadline within PTTL + budget ×
 // (position + 1) from now once the dead one is purged at its deadline, and
-// so does a newcomer that chains on it. (Counting a full budget for each
-// place ahead at the renewal left it one budget too far out.)
+// so does a newcomer that chains on it: its renewal counts one budget for
+// the live deadline below its own, and the purge that makes it the head
+// cuts it to one budget past the lock's expiry.
 func TestFairAcquire_renewedDeadlineAfterPurge(t *testing.T) {
 	t.Parallel()
 	clk := ftDrivenClock(t)
@@ -2023,8 +2063,11 @@ func TestFairAcquire_renewedDeadlineAfterPurge(t *testing.T) {
 	advance(20 * time.Second)
 	acquire("holder", false) // the holder's lease is renewed: expiry T0+50s
 	acquire("live", true)    // renews behind "dead"
-	if got := ftMustSnapshot(t, rdb, k).scores["live"]; got != T0+52_000 {
-		t.Errorf("live's renewed deadline = T0%+d, want T0+52000 (one budget past the lock's expiry)", got-T0)
+	// One live deadline lies below its own ("dead"'s): one budget for it
+	// (a Redisson handoff would take it off) and one more past the lock's
+	// expiry.
+	if got := ftMustSnapshot(t, rdb, k).scores["live"]; got != T0+54_000 {
+		t.Errorf("live's renewed deadline = T0%+d, want T0+54000 (two budgets past the lock's expiry)", got-T0)
 	}
 	advance(13 * time.Second) // T0+33s: "dead" is past its deadline
 	acquire("new", true)
