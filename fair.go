@@ -29,8 +29,10 @@ const fairMinWait = 10 * time.Millisecond
 // semantics (see NewLock), plus a queue:
 //
 //   - A waiter that gives up (its wait time ran out, its context ended, an
-//     error, Client.Close) leaves the queue, and the deadlines of those
-//     behind it are corrected. When Redis answered its last attempt, that is
+//     error, Client.Close) leaves the queue (from its middle as a
+//     tombstone, which the queue pops when it reaches the head: every fair
+//     script costs Redis O(log N) in the queue's length, see
+//     docs/PROTOCOL.md). When Redis answered its last attempt, that is
 //     done before the call returns; otherwise it is done in the background
 //     (Close waits for it), and the handle's next call waits for it too.
 //   - Each waiter has a wait budget (Options.FairWait, default 5 minutes, or
@@ -54,8 +56,9 @@ func (c *Client) NewFairLock(name string) *Lock {
 // NewFairLockWait is NewFairLock with the wait budget of this lock instead
 // of Options.FairWait, as Redisson's RedissonFairLock takes its
 // threadWaitTime per lock. Every client of one fair lock, in any process,
-// must use the same budget for it: a handoff takes one budget, the caller's,
-// off every waiter's deadline. A budget under 500ms makes the handle's
+// must use the same budget for it: a Redisson handoff takes its budget off
+// every waiter's deadline, and lualock's waiters count theirs. A budget
+// under 500ms makes the handle's
 // methods return ErrInvalid.
 func (c *Client) NewFairLockWait(name string, wait time.Duration) *Lock {
 	l := c.newLock(name, c.newFair(name, wait))

@@ -25,8 +25,8 @@ type Options struct {
 	// waiters ask again at least every FairWait/2. Default 5m, as Redisson;
 	// at least 500ms. NewFairLockWait sets it for one lock. Every client of
 	// one fair lock, Redisson's included (its threadWaitTime), must use the
-	// same budget: a handoff takes one budget, the caller's, off every
-	// waiter's deadline.
+	// same budget: a Redisson handoff takes its budget off every waiter's
+	// deadline, and lualock's waiters count theirs.
 	FairWait time.Duration
 
 	// MaxWaitTimer caps the fallback timer of a reentrant lock's waiters: a

@@ -14,20 +14,29 @@ import (
 	"github.com/lualock/lualock/generated"
 )
 
+// fairBudget is the fair wait budget of the bench's lualock clients
+// (Options.FairWait's default), with which the fake waiters are chained.
+const fairBudget = 5 * time.Minute
+
 func fairDepthWorkload(depth int) string { return fmt.Sprintf("fair-queue-depth-%d", depth) }
 
-// fairDepth measures the Redis server CPU of the fair lock's acquisition and
-// release with depth waiters queued. Real lualock waiters (goroutines in
-// Lock) fill the queue behind a holder; the holder releases and the lock is
-// handed down the queue K times (each new holder releases at once, so the
-// depth goes from depth+K-1 down to depth). Every EVALSHA of the window is
-// taken from SLOWLOG (threshold 0 during the window) and classified by
-// script SHA1 and owner field: the acquisition that got the lock (the last
-// fair_acquire of a field before its fair_release), the release, and any
-// other call (timer retries of queued waiters). INFO commandstats gives the
-// EVALSHA total of the window as a cross-check. Then a few more waiters join
-// one at a time, to price joining the back of the queue and the re-ask that
-// follows it.
+// fairDepth measures the Redis server time of the fair lock's handoff,
+// release, join and re-ask with depth waiters queued. K real lualock
+// waiters (goroutines in Lock) queue behind a holder; behind them depth
+// fake entries are appended to the queue and the deadline set directly
+// (RPUSH and ZADD, each deadline one budget after the one ahead, as a join
+// writes it): waiters that never ask again, as real goroutines that deep
+// would be too heavy for the machine, and far enough out (one budget each)
+// that none is purged during the run. The holder releases and the lock is
+// handed down the K real waiters (each new holder releases at once), with
+// depth..depth+K-1 entries queued. Every EVALSHA of the window is taken from
+// SLOWLOG (threshold 0 during the window) and classified by script SHA1 and
+// owner field: the acquisition that got the lock (the last fair_acquire of
+// a field before its fair_release), the release, and any other call (timer
+// retries of queued waiters). INFO commandstats gives the EVALSHA total of
+// the window as a cross-check. Then a few more real waiters join one at a
+// time behind the fakes, to price joining the back of the queue and the
+// re-ask that follows it (the waiter then stands depth places back).
 func (e *env) fairDepth(depth int) {
 	wl := fairDepthWorkload(depth)
 	lib := libLualockFair
@@ -98,21 +107,28 @@ func (e *env) fairDepth(depth int) {
 		}
 	}
 
-	total := depth + K
 	setupStart := time.Now()
-	for spawned := 0; spawned < total; {
-		batch := min(500, total-spawned)
-		for range batch {
-			spawn()
-		}
-		spawned += batch
-		waitFor("waiters to queue", func() bool { return llen() >= int64(spawned) })
+	for spawned := 0; spawned < K; spawned++ {
+		spawn()
+		// One at a time, so that the real waiters' order is known.
+		waitFor("waiters to queue", func() bool { return llen() >= int64(spawned+1) })
 	}
-	waitFor("waiters to subscribe", func() bool { return li.c.Stats().Waiters >= total })
+	waitFor("waiters to subscribe", func() bool { return li.c.Stats().Waiters >= K })
 	// Let the second attempt of the last waiters (after subscribing) land.
 	e.settleEvalsha(ctx, 300*time.Millisecond, setupDeadline)
+	e.appendFakes(ctx, wl, queueKey, timeoutsKey, depth, fairBudget)
 	setup := time.Since(setupStart)
 	queued := llen()
+	// What the queue costs Redis: the list and the deadline set, all of
+	// their elements counted (SAMPLES 0), per queued waiter.
+	var qBytes int64
+	for _, k := range []string{queueKey, timeoutsKey} {
+		n, err := e.admin.MemoryUsage(ctx, k, 0).Result()
+		if err != nil {
+			fatalf("%s: MEMORY USAGE %s: %v", wl, k, err)
+		}
+		qBytes += n
+	}
 
 	restore := e.slowlogOn(ctx)
 	s0 := e.snap(li.calls, false)
@@ -225,6 +241,7 @@ func (e *env) fairDepth(depth int) {
 	d := diff(s0, s1)
 	e.rec(wl, lib, "queued", float64(queued))
 	e.rec(wl, lib, "setup_s", setup.Seconds())
+	e.rec(wl, lib, "queue_bytes_per_waiter", float64(qBytes)/float64(queued))
 	e.rec(wl, lib, "acquire_n", float64(len(acqUs)))
 	e.rec(wl, lib, "release_n", float64(len(relUs)))
 	e.rec(wl, lib, "join_n", float64(len(joinUs)))
@@ -244,9 +261,44 @@ func (e *env) fairDepth(depth int) {
 	e.rec(wl, lib, "redis_cpu_us_per_handoff", us(d.redisCPU)/float64(K))
 	e.rec(wl, lib, "other_evalsha_in_window", float64(others))
 	e.recCalls(wl, lib, cs)
-	logf("%-24s %-20s queued %5d (setup %5.1fs): acquire %7.0fµs  release %5.0fµs  join %6.0fµs  re-ask %6.0fµs  commandstats evalsha %7.0fµs/handoff  other calls %d",
-		wl, lib, queued, setup.Seconds(), us(percentile(acqUs, 0.5)), us(percentile(relUs, 0.5)),
+	logf("%-24s %-20s queued %5d (%4.0f B each, setup %5.1fs): acquire %7.0fµs  release %5.0fµs  join %6.0fµs  re-ask %6.0fµs  commandstats evalsha %7.0fµs/handoff  other calls %d",
+		wl, lib, queued, float64(qBytes)/float64(queued), setup.Seconds(), us(percentile(acqUs, 0.5)), us(percentile(relUs, 0.5)),
 		us(percentile(joinUs, 0.5)), us(percentile(reaskUs, 0.5)), float64(d.evalshaUsec)/float64(K), others)
+}
+
+// appendFakes appends n fake waiters to the fair queue, each deadline one
+// budget after the one ahead (the last real waiter's first), in pipelined
+// batches: RPUSH of the fields, ZADD of the deadlines.
+func (e *env) appendFakes(ctx context.Context, wl, queueKey, timeoutsKey string, n int, budget time.Duration) {
+	last, err := e.admin.LIndex(ctx, queueKey, -1).Result()
+	if err != nil {
+		fatalf("%s: LINDEX: %v", wl, err)
+	}
+	score, err := e.admin.ZScore(ctx, timeoutsKey, last).Result()
+	if err != nil {
+		fatalf("%s: ZSCORE of the last waiter: %v", wl, err)
+	}
+	w := float64(budget.Milliseconds())
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		m := min(batch, n-i)
+		fields := make([]any, m)
+		zs := make([]redis.Z, m)
+		for j := range m {
+			// As long as a real field (a UUID, ":", a holder id).
+			f := fmt.Sprintf("%08x-0000-4000-8000-000000000000:%d", i+j, i+j)
+			score += w
+			fields[j] = f
+			zs[j] = redis.Z{Score: score, Member: f}
+		}
+		if _, err := e.admin.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.RPush(ctx, queueKey, fields...)
+			p.ZAdd(ctx, timeoutsKey, zs...)
+			return nil
+		}); err != nil {
+			fatalf("%s: appending fake waiters: %v", wl, err)
+		}
+	}
 }
 
 // settleEvalsha waits until no EVALSHA has run for quiet.

@@ -78,7 +78,7 @@ func defaults(quick bool) config {
 		hold:          time.Millisecond,
 		pause:         time.Millisecond,
 		contMaxOps:    100_000,
-		depths:        []int{10, 100, 1000, 10000},
+		depths:        []int{10, 100, 1000, 10000, 100000},
 		depthK:        10,
 		depthJoins:    3,
 		// 10 000 goroutines on 100 locks; the window covers a whole

@@ -728,7 +728,7 @@ const redislockSettingText = "Where the redislock setting comes from: the README
 func (e *env) reportFairDepth(m *md) {
 	m.p("## 4. Fair lock: Redis server CPU versus queue depth")
 	m.p("")
-	m.p("Real lualock fair waiters (goroutines blocked in Lock) queue behind a holder; the holder releases and the lock is handed down the queue %d times (each new holder releases at once). During that window SLOWLOG logs every command (threshold 0) and each EVALSHA is classified by script SHA1 and owner field: *acquire* is the call that took the lock, *release* the call that released it. *join* and *re-ask* are the first two calls of a waiter that joins the back of the queue afterwards (its first attempt, then the one after subscribing). The EVALSHA column is the INFO commandstats usec delta of the window divided by the handoffs (acquire + release + anything else that ran). Times are Redis's own execution time of the script, network excluded. The acquire, release and join columns are the median of the n calls of that kind classified in a round (n next to them), not tail percentiles, so the %d-value rule of the other sections does not apply.", e.cfg.depthK, minSample)
+	m.p("%d real lualock fair waiters (goroutines blocked in Lock) queue behind a holder, and behind them *waiters* fake entries are appended to the queue and its deadline set (RPUSH, ZADD; each deadline one budget after the one ahead, as a join writes it; they never ask again, and none is due during the run): real goroutines that deep would be too heavy for the machine. The holder releases and the lock is handed down the real waiters %d times (each new holder releases at once). During that window SLOWLOG logs every command (threshold 0) and each EVALSHA is classified by script SHA1 and owner field: *acquire* is the call that took the lock (the handoff), *release* the call that released it. *join* and *re-ask* are the first two calls of a real waiter that joins the back of the queue afterwards, behind the fakes (its first attempt, then the one after subscribing). The EVALSHA column is the INFO commandstats usec delta of the window divided by the handoffs (acquire + release + anything else that ran). Times are Redis's own execution time of the script, network excluded. *queue B/waiter*: MEMORY USAGE (SAMPLES 0) of the queue list and the deadline set, per queued entry. The acquire, release and join columns are the median of the n calls of that kind classified in a round (n next to them), not tail percentiles, so the %d-value rule of the other sections does not apply.", e.cfg.depthK, e.cfg.depthK, minSample)
 	m.p("")
 	var rows [][]string
 	for _, d := range e.cfg.depths {
@@ -742,11 +742,11 @@ func (e *env) reportFairDepth(m *md) {
 			c("acquire_server_us") + " (n " + c("acquire_n") + ")", c("release_server_us") + " (n " + c("release_n") + ")",
 			c("join_server_us") + " (n " + c("join_n") + ")", c("reask_server_us"),
 			c("evalsha_usec_per_handoff"), c("redis_cpu_us_per_handoff"),
-			c("other_evalsha_in_window"), c("setup_s"), e.errCell(wl, libLualockFair)})
+			c("other_evalsha_in_window"), c("queue_bytes_per_waiter"), c("setup_s"), e.errCell(wl, libLualockFair)})
 	}
 	m.p("**%s**", libLualockFair)
 	m.p("")
-	m.table([]string{"waiters", "queued at start", "acquire µs (median of n)", "release µs (median of n)", "join µs (median of n)", "re-ask µs", "EVALSHA µs per handoff (commandstats)", "Redis CPU µs per handoff", "other calls in window", "queue setup s", "errors"}, rows)
+	m.table([]string{"waiters", "queued at start", "acquire µs (median of n)", "release µs (median of n)", "join µs (median of n)", "re-ask µs", "EVALSHA µs per handoff (commandstats)", "Redis CPU µs per handoff", "other calls in window", "queue B/waiter", "queue setup s", "errors"}, rows)
 	m.p("| peer | fair lock |")
 	m.p("| --- | --- |")
 	for _, p := range []string{"redislock", "redsync", "rueidislock"} {
@@ -760,8 +760,8 @@ func (e *env) reportFairDepth(m *md) {
 	j1 := e.med(last, libLualockFair, "join_server_us")
 	s = append(s, fmt.Sprintf("From %d to %d queued waiters the acquisition grows from %s µs to %s µs of Redis time (%s) and the release from %s µs to %s µs (%s).",
 		e.cfg.depths[0], e.cfg.depths[len(e.cfg.depths)-1], num(a0), num(a1), ratio(a1, a0), num(r0), num(r1), ratio(r1, r0)))
-	s = append(s, "The acquisition is linear in the queue: like Redisson's RedissonFairLock, the script that hands the lock to the head rewrites the deadline of every waiter still queued (Redisson: one ZINCRBY per waiter; lualock: a ZRANGE of the timeout set, then ZADDs of up to 500 waiters each).")
-	s = append(s, fmt.Sprintf("Joining the back of the queue and re-asking scan the list once (LPOS), a much cheaper linear cost: %s µs per call at the largest depth. Every queued waiter re-asks at least once per FairWait/2 (2m30s with the default Options.FairWait of 5 min) to renew its deadline, so a deep queue also costs Redis time while nobody releases.", num(j1)))
+	s = append(s, "Every fair script is O(1) or O(log N) in the queue's length (docs/PROTOCOL.md, \"The fair queue at any depth\"): the handoff cuts only the new head's deadline (Redisson's own handoff rewrites every waiter's, one ZINCRBY each), a re-ask finds its place by its own deadline (ZCOUNT) rather than LPOS, a give-up from the middle leaves a tombstone rather than an LREM.")
+	s = append(s, fmt.Sprintf("Joining the back of the queue costs %s µs per call at the largest depth. Every queued waiter re-asks at least once per FairWait/2 (2m30s with the default Options.FairWait of 5 min) to renew its deadline, so a deep queue also costs Redis that many calls while nobody releases.", num(j1)))
 	others := 0.0
 	for _, d := range e.cfg.depths {
 		if x := e.med(fairDepthWorkload(d), libLualockFair, "other_evalsha_in_window"); x > 0 {
@@ -786,7 +786,7 @@ func (e *env) reportWaiting(m *md) {
 	vs := waitingVariants()
 	m.p("## 5. Waiting at scale (%d goroutines waiting on %d held locks)", e.cfg.waitGoroutines, e.cfg.waitLocks)
 	m.p("")
-	m.p("One holder per lock keeps it for the whole run (lualock and rueidislock renew it; redislock and redsync get a 5-minute TTL). %d goroutines then wait in Lock, %d per lock, with each library's documented settings; their Lock calls are bounded by the end of the run, not by the per-call bound. After %v of settling, a %v window measures what waiting costs while nobody releases. Connections are counted by the server at the end of the window: every connection of the library's client carries a name of its own (CLIENT SETNAME), and CLIENT LIST gives *connections* (those with that name), *pub/sub conns* (of them, those with flag P or a subscription), *subscriptions* (the sum of their sub + ssub + psub fields: channels, shard channels and patterns) and *tracking* (those with client-side-caching tracking on, flag t). *channels*: PUBSUB CHANNELS delta. Memory: HeapInuse and StackInuse deltas after GC, from before the client was made to the end of the window.",
+	m.p("One holder per lock keeps it for the whole run (lualock and rueidislock renew it; redislock and redsync get a 5-minute TTL). %d goroutines then wait in Lock, %d per lock, with each library's documented settings; their Lock calls are bounded by the end of the run, not by the per-call bound. After %v of settling, a %v window measures what waiting costs while nobody releases. Connections are counted by the server at the end of the window: every connection of the library's client carries a name of its own (CLIENT SETNAME), and CLIENT LIST gives *connections* (those with that name), *pub/sub conns* (of them, those with flag P or a subscription), *subscriptions* (the sum of their sub + ssub + psub fields: channels, shard channels and patterns) and *tracking* (those with client-side-caching tracking on, flag t). *channels*: PUBSUB CHANNELS delta. Memory: HeapInuse and StackInuse deltas after GC, from before the client was made to the end of the window; *Redis MB*: the server's used_memory delta over the same span (keys, client buffers, pub/sub channels).",
 		e.cfg.waitGoroutines, e.cfg.waitGoroutines/e.cfg.waitLocks, e.cfg.waitSettle, e.cfg.waitWindow)
 	m.p("")
 	_, best := e.bestPeer(wl, "redis_cmds_per_s", vs, false)
@@ -797,9 +797,9 @@ func (e *env) reportWaiting(m *md) {
 		rows = append(rows, []string{e.label(wl, v.name), c("connections"), c("pubsub_conns"), c("subscriptions"), c("pubsub_channels"), c("tracking_clients"),
 			c("redis_cmds_per_s"), ratio(x, best), c("client_requests_per_s"),
 			c("redis_cpu_pct") + "%", c("client_cpu_pct") + "%",
-			c("heap_inuse_mb"), c("stack_inuse_mb"), c("goroutines"), e.errCell(wl, v.name)})
+			c("redis_mem_mb"), c("heap_inuse_mb"), c("stack_inuse_mb"), c("goroutines"), e.errCell(wl, v.name)})
 	}
-	m.table([]string{"library", "connections", "pub/sub conns", "subscriptions", "channels", "tracking", "Redis cmds/s", "× best peer", "requests/s", "Redis CPU", "client CPU", "heap MB", "stacks MB", "goroutines", "errors"}, rows)
+	m.table([]string{"library", "connections", "pub/sub conns", "subscriptions", "channels", "tracking", "Redis cmds/s", "× best peer", "requests/s", "Redis CPU", "client CPU", "Redis MB", "heap MB", "stacks MB", "goroutines", "errors"}, rows)
 	var s []string
 	f := func(lib, metric string) string { return num(e.med(wl, lib, metric)) }
 	s = append(s, fmt.Sprintf("The server counts %s pub/sub connection(s) and %s subscriptions for lualock's %d waiters: one channel per lock (lualock's own Stats() says %s and %s); the rest of its %s connections is the go-redis pool, opened by the waiters' first attempts. While nobody releases Redis sees %s commands/s (%s requests/s): the watchdog renewing the %d held locks and one fallback-timer retry per lock per MaxWaitTimer (10 s), not per waiter.",

@@ -25,6 +25,7 @@ func (e *env) waiting(v variant) {
 	runtime.ReadMemStats(&m0)
 	g0 := runtime.NumGoroutine()
 	ch0, pat0 := e.pubsubCounts(ctx0)
+	mem0 := e.usedMemory(ctx0)
 
 	// Holders keep their locks for the whole run: a long TTL for the
 	// libraries without renewal, their own renewal for the others. Every
@@ -94,6 +95,7 @@ func (e *env) waiting(v variant) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl := e.clientsNamed(ctx, name)
+	redisMem := e.usedMemory(ctx) - mem0
 	ch, pat := e.pubsubCounts(ctx)
 	ch, pat = ch-ch0, pat-pat0
 	gc()
@@ -135,6 +137,7 @@ func (e *env) waiting(v variant) {
 	e.rec(wl, v.name, "client_requests_per_s", float64(d.clientCalls)/win)
 	e.rec(wl, v.name, "redis_cpu_pct", 100*d.redisCPU.Seconds()/win)
 	e.rec(wl, v.name, "client_cpu_pct", 100*d.clientCPU.Seconds()/win)
+	e.rec(wl, v.name, "redis_mem_mb", float64(redisMem)/(1<<20))
 	e.rec(wl, v.name, "heap_inuse_mb", float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20))
 	e.rec(wl, v.name, "stack_inuse_mb", float64(int64(m1.StackInuse)-int64(m0.StackInuse))/(1<<20))
 	e.rec(wl, v.name, "goroutines", float64(goroutines))
@@ -144,9 +147,9 @@ func (e *env) waiting(v variant) {
 	}
 	e.recCalls(wl, v.name, cs)
 	e.note(wl+"/cmds", "%s: %s", v.name, perSecond(d))
-	logf("%-18s %-42s conns %4d  pub/sub conns %d  subscriptions %5d  channels %5d  tracking %d  %9.1f cmds/s  redis CPU %5.1f%%  client CPU %5.1f%%  heap %+7.1fMB stack %+7.1fMB  errors %d (settle %.1fs, teardown %.1fs)",
+	logf("%-18s %-42s conns %4d  pub/sub conns %d  subscriptions %5d  channels %5d  tracking %d  %9.1f cmds/s  redis CPU %5.1f%%  client CPU %5.1f%%  redis mem %+7.1fMB  heap %+7.1fMB stack %+7.1fMB  errors %d (settle %.1fs, teardown %.1fs)",
 		wl, v.name, cl.total, cl.pubsub, cl.subs, ch, cl.tracking, float64(d.cmds)/win, 100*d.redisCPU.Seconds()/win, 100*d.clientCPU.Seconds()/win,
-		float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.StackInuse)-int64(m0.StackInuse))/(1<<20),
+		float64(redisMem)/(1<<20), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.StackInuse)-int64(m0.StackInuse))/(1<<20),
 		cs.errs.Load(), settled.Seconds(), time.Since(teardown).Seconds())
 }
 
@@ -163,4 +166,15 @@ func perSecond(d delta) string {
 		s = "no commands"
 	}
 	return s
+}
+
+// usedMemory is the server's used_memory (INFO memory), in bytes: what the
+// keys, the clients (their buffers) and the pub/sub channels take.
+func (e *env) usedMemory(ctx context.Context) int64 {
+	info, err := e.info(ctx, "memory")
+	if err != nil {
+		fatalf("INFO memory: %v", err)
+	}
+	n, _ := strconv.ParseInt(info["used_memory"], 10, 64)
+	return n
 }

@@ -2,22 +2,32 @@
 --
 -- The queue is a list of owner fields, head first; the deadlines are a sorted
 -- set of owner field -> ms since the epoch after which the waiter counts as
--- gone. Time is Redis's own (TIME), never the caller's. Stale heads are
--- purged first, but never the caller: a waiter that asks is alive. The lock
--- goes to a caller only when it is free and the queue is empty or headed by
--- the caller; every waiter left then moves up one place, so its deadline
--- shrinks by one wait budget, yet a live one keeps at least three quarters
--- of a budget from now: it is not told of the move, and the runtime asks
--- again within half a budget. A
--- queued caller that asks again renews its own deadline: one budget after
--- the one ahead's, at least one budget past the lock's expiry, so a live
--- waiter is never purged (Redisson #3004).
+-- gone. Time is Redis's own (TIME), never the caller's. Every step costs
+-- O(1) or O(log N) in the queue's length N (docs/PROTOCOL.md, "The fair
+-- queue at any depth"): no LPOS, no LREM but one case below, no ZINCRBY
+-- per waiter.
+--
+-- Stale heads are purged first, but never the caller: a waiter that asks is
+-- alive. The lock goes to a caller only when it is free and the queue is
+-- empty or headed by the caller; the others keep their deadlines (they are
+-- not moved up one budget each, as Redisson does: that is O(N)), and the new
+-- head's deadline is cut to the new lease plus one budget, and it is woken.
+--
+-- A queued caller that asks again renews its own deadline: at the head,
+-- one budget past the lock's expiry; elsewhere PTTL + (k + 1) budgets from
+-- now, where k counts the live deadlines below its own (the waiters ahead
+-- of it, each of which may take one budget off it in a Redisson handoff
+-- before it asks again), so a live waiter is never purged (Redisson #3004).
+-- A caller whose place is a tombstone (it gave up, see fair_leave) lost that
+-- place: the tombstone is removed (an LREM, O(its position), the one step
+-- that is not O(log N)) and the caller joins the back. A newcomer chains its
+-- deadline on the last waiter's, as Redisson does, once the stale entries
+-- at the back are trimmed.
 --
 -- Whenever the head of the queue changes (the head took the lock, or stale
 -- heads were purged), the new head is woken on its own channel, so that it
--- asks again and learns it is next: it then waits for the lock's PTTL, not for
--- the deadline of a waiter that is gone. Whenever the lock is free and the
--- head is not the caller, the head's deadline is cut to one wait budget from
+-- asks again and learns it is next. Whenever the lock is free and the head
+-- is not the caller, the head's deadline is cut to one wait budget from
 -- now, and the head is woken: a dead head holds the queue up for one budget
 -- at most.
 --
@@ -66,11 +76,9 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- What a waiter that moves up keeps at least: it is not told, and asks
--- again within half a budget.
-local keep = math.floor(wait * 3 / 4)
 
 -- @include "include/fair_purge.lua"
+-- @include "include/fair_trim.lua"
 -- The caller asks, so it is alive: it is never purged.
 local purged = purge(field)
 
@@ -91,52 +99,64 @@ if current > 0 then
   return 0
 end
 
+-- The caller's deadline tells whether it is queued (every entry of the list
+-- has one, and only entries of the list have one).
+-- A tombstone's deadline has half a millisecond (see fair_leave); lualock's
+-- own deadlines are whole milliseconds.
+local mine = tonumber(redis.call('zscore', timeouts, field))
+if mine and mine % 1 ~= 0 then
+  -- The caller gave up this place: it joins the back again, as anyone who
+  -- arrives now.
+  if redis.call('lindex', queue, 0) == field then
+    redis.call('lpop', queue)
+    purged = purge() or true
+  elseif redis.call('lindex', queue, -1) == field then
+    redis.call('rpop', queue)
+  else
+    redis.call('lrem', queue, 1, field)
+  end
+  redis.call('zrem', timeouts, field)
+  mine = nil
+end
+
 local head = redis.call('lindex', queue, 0)
+if mine and not head then
+  -- A deadline without a place (not written by these scripts): drop it.
+  redis.call('zrem', timeouts, field)
+  mine = nil
+end
 local free = redis.call('exists', lock) == 0
 if free and (not head or head == field) then
   if head then
     redis.call('lpop', queue)
   end
   redis.call('zrem', timeouts, field)
-  -- Everyone left moved up one place (see the header), in batched ZADDs.
-  local scores = redis.call('zrange', timeouts, 0, -1, 'withscores')
-  local batch = {}
-  for i = 1, #scores, 2 do
-    local deadline = tonumber(scores[i + 1])
-    if deadline > now then
-      deadline = math.max(deadline - wait, now + keep)
-    else
-      deadline = deadline - wait
-    end
-    batch[#batch + 1] = deadline
-    batch[#batch + 1] = scores[i]
-    if #batch == 1000 then
-      redis.call('zadd', timeouts, unpack(batch))
-      batch = {}
-    end
-  end
-  if #batch > 0 then
-    redis.call('zadd', timeouts, unpack(batch))
-  end
   redis.call('hset', lock, field, 1)
   redis.call('pexpire', lock, lease)
-  -- Tell the new head it is next; a stale one would not hear it.
+  -- Tell the new head it is next (a stale one would not hear it), with one
+  -- budget past this lease.
   purge()
-  local next = redis.call('lindex', queue, 0)
+  local next = cut(now + lease + wait)
   if next then
     notify(channel .. ':' .. next)
   end
   return 0
 end
 
+local pttl = math.max(redis.call('pttl', lock), 0)
 -- The lock is free and head is next: it has one wait budget to take it, so
 -- a dead head holds the queue up for one budget at most, and it is woken
 -- (a waiter that saw the lease run out without a release may be asleep).
+-- A head that purged stale ones made next gets one budget past the lease.
 local wake = head and purged and head ~= field
-if head and free and head ~= field then
+if head and head ~= field then
+  local limit = now + pttl + wait
+  if free then
+    limit = now + wait
+  end
   local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if not deadline or deadline > now + wait then
-    redis.call('zadd', timeouts, now + wait, head)
+  if (free or wake) and (not deadline or deadline > limit) then
+    redis.call('zadd', timeouts, limit, head)
     wake = true
   end
 end
@@ -145,46 +165,32 @@ if wake then
   notify(channel .. ':' .. head)
 end
 
-local pttl = math.max(redis.call('pttl', lock), 0)
-local pos = redis.call('lpos', queue, field)
-if pos then
-  -- Queued already: renew the deadline and wait for the one ahead. The
-  -- deadline chains on the one ahead's, as a newcomer's does, but lies at
-  -- least one budget past the lock's expiry, so that a live waiter is never
-  -- purged (Redisson #3004), and at most PTTL + (position + 1) x budget from
-  -- now. (A full budget for every place ahead would leave it too far out
-  -- once a dead waiter ahead is purged at its deadline.) Behind a stale
-  -- waiter, which is purged only once it is the head, the caller waits for
-  -- the lock's PTTL: a release wakes the first live waiter.
-  if pos == 0 then
+if mine then
+  -- Queued already: renew the deadline (see the header) and wait for the
+  -- head's deadline: a live head takes the lock and the next one is woken
+  -- then; a dead one is purged at its deadline.
+  if head == field then
     redis.call('zadd', timeouts, now + pttl + wait, field)
     return math.max(pttl, 1)
   end
-  local ahead = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, pos - 1)))
-  local deadline = now + pttl + (pos + 1) * wait
-  if ahead then
-    deadline = math.min(deadline, math.max(ahead + wait, now + pttl + wait))
-  end
-  redis.call('zadd', timeouts, deadline, field)
-  if ahead and ahead > now then
-    return math.max(ahead - now, 1)
-  end
-  return math.max(pttl, 1)
+  local ahead = redis.call('zcount', timeouts, '(' .. now, '(' .. mine)
+  redis.call('zadd', timeouts, now + pttl + (ahead + 1) * wait, field)
+  local first = tonumber(redis.call('zscore', timeouts, head))
+  return math.max(math.floor(first or 0) - now, 1)
 end
 
 -- Join the back of the queue. As the reference, the deadline is the last
--- waiter's plus one budget. But when the last waiter is stale (its deadline
--- passed, not yet purged), chaining on it would leave the newcomer a single
--- budget at a place further back, which a handoff would use up: it takes
--- the deadline a live chain gives its place, PTTL + position x budget. The
--- caller is not in the queue (LPOS said so), so it is pushed even when a
--- deadline of its was left behind.
+-- waiter's plus one budget, once stale entries (tombstones, waiters gone)
+-- are trimmed off the back; on an empty queue, one budget past the lock's
+-- expiry.
+trim()
 local ttl = pttl
 local score = now + pttl + wait
 local last = redis.call('lindex', queue, -1)
 if last then
   local deadline = tonumber(redis.call('zscore', timeouts, last))
-  if deadline and deadline > now then
+  if deadline then
+    deadline = math.floor(deadline)
     ttl = deadline - now
     score = deadline + wait
   else

@@ -6,7 +6,8 @@
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see
--- fair_acquire). As lock_force_release, the outcome is latched under the
+-- fair_acquire); O(1) in the queue's length, plus the amortised purge.
+-- As lock_force_release, the outcome is latched under the
 -- request id, so a repeated call does not delete the next owner's lock.
 --
 -- @key    lock      the lock hash N
@@ -54,12 +55,8 @@ local deleted = redis.call('del', lock) == 1
 if deleted then
   redis.call(publish, channel, 0)
 end
-local head = redis.call('lindex', queue, 0)
+local head = cut(now + wait)
 if head then
-  local deadline = tonumber(redis.call('zscore', timeouts, head))
-  if not deadline or deadline > now + wait then
-    redis.call('zadd', timeouts, now + wait, head)
-  end
   notify(channel .. ':' .. head)
 end
 redis.call('set', latch, deleted and 1 or 0, 'px', latch_ms)

@@ -2,13 +2,17 @@
 -- time ran out, its context ended, an error, or its client closed).
 --
 -- Stale waiters are purged first, by Redis's clock, as in every fair script.
--- Every waiter behind it moves up one place, so their deadlines shrink by
--- one wait budget, but a live one keeps at least three quarters of a budget
--- from now, as in fair_acquire: it is not told of the move. When the leaver
--- was the head of the queue, the new head is woken so that it asks again
--- and learns it is next (stale waiters that the move left at the head are
--- purged first); if the lock is free, its deadline is cut to one wait
--- budget from now (see fair_acquire).
+-- It costs O(1) or O(log N) in the queue's length N: a waiter at the head or
+-- at the back is popped; one in the middle is left as a tombstone (its
+-- deadline becomes a passed one, marked by half a millisecond; see
+-- below), which the purge pops once it reaches the head,
+-- instead of an LREM, which is O(N). The waiters behind keep their
+-- deadlines (Redisson's give-up takes one budget off each: O(N)). When the
+-- leaver was the head of the queue, the new head is woken so that it asks
+-- again and learns it is next (stale waiters that the move left at the head
+-- are purged first), and its deadline is cut to one wait budget from now
+-- if the lock is free, or past the lock's expiry if not (see fair_acquire).
+-- When it was the last, stale entries now at the back are trimmed off.
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -38,46 +42,38 @@ end
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- What a waiter that moves up keeps at least: it is not told, and asks
--- again within half a budget.
-local keep = math.floor(wait * 3 / 4)
 -- @include "include/fair_purge.lua"
+-- @include "include/fair_trim.lua"
 
 purge()
 
-local pos = redis.call('lpos', queue, field)
-redis.call('zrem', timeouts, field)
-if not pos then
+if not redis.call('zscore', timeouts, field) then
   return false
 end
-
-local behind = redis.call('lrange', queue, pos + 1, -1)
-for i = 1, #behind do
-  local deadline = tonumber(redis.call('zscore', timeouts, behind[i]))
-  if deadline then
-    if deadline > now then
-      deadline = math.max(deadline - wait, now + keep)
-    else
-      deadline = deadline - wait
-    end
-    redis.call('zadd', timeouts, deadline, behind[i])
-  end
-end
-redis.call('lrem', queue, 1, field)
-
-if pos == 0 then
+if redis.call('lindex', queue, 0) == field then
+  redis.call('lpop', queue)
+  redis.call('zrem', timeouts, field)
   -- The head changed: wake the first live waiter (stale ones now at the
   -- head are purged first, as after a handoff).
   purge()
-  local head = redis.call('lindex', queue, 0)
+  local limit = now + wait
+  if redis.call('exists', lock) == 1 then
+    limit = limit + math.max(redis.call('pttl', lock), 0)
+  end
+  local head = cut(limit)
   if head then
-    if redis.call('exists', lock) == 0 then
-      local deadline = tonumber(redis.call('zscore', timeouts, head))
-      if not deadline or deadline > now + wait then
-        redis.call('zadd', timeouts, now + wait, head)
-      end
-    end
     notify(channel .. ':' .. head)
   end
+elseif redis.call('lindex', queue, -1) == field then
+  redis.call('rpop', queue)
+  redis.call('zrem', timeouts, field)
+  trim()
+else
+  -- A tombstone: the deadline now - 0.5 ms has passed, so the next purge
+  -- that meets it at the head pops it, whichever client runs that purge
+  -- (Redisson's scripts too). The half millisecond marks it for this
+  -- waiter's next fair_acquire: lualock's own deadlines are whole
+  -- milliseconds, and Redisson's ZINCRBY by whole budgets keeps the half.
+  redis.call('zadd', timeouts, tostring(now - 1) .. '.5', field)
 end
 return true

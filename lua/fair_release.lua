@@ -7,7 +7,8 @@
 -- is published on the queue head's own channel (channel:field) only, so
 -- exactly one waiter wakes up. When the lock is already gone the head is
 -- woken too, since nothing else would wake it. Either way the head's deadline
--- is cut to one wait budget from now (see fair_acquire).
+-- is cut to one wait budget from now (see fair_acquire). It costs O(1) in
+-- the queue's length, plus the amortised purge.
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -64,12 +65,8 @@ purge()
 
 -- The lock is free: the head has one wait budget to take it, and is woken.
 local function wake_head()
-  local head = redis.call('lindex', queue, 0)
+  local head = cut(now + wait)
   if head then
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if not deadline or deadline > now + wait then
-      redis.call('zadd', timeouts, now + wait, head)
-    end
     notify(channel .. ':' .. head)
   end
 end

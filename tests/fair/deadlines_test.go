@@ -23,10 +23,14 @@ const (
 
 // checkDrift runs the part of the drift scenario that needs no clock jump. A
 // holder takes the lock; fake:1..fake:4 queue and are told to wait lease,
-// lease+wait, lease+2·wait, lease+3·wait (±tol ms); the holder releases
-// and fake:1 takes the lock, so the others' deadlines shrink by exactly one
-// wait; fake:3 gives up, so fake:4's shrinks by one wait and fake:2's does
-// not. It leaves fake:1 holding the lock and [fake:2 fake:4] queued.
+// lease+wait, lease+2·wait, lease+3·wait (±tol ms), their deadlines one
+// wait apart; the holder releases and fake:1 takes the lock: the new head
+// fake:2's deadline is cut to the new lease + one wait from now, and the
+// others keep theirs (the handoff is O(1): no per-waiter ZINCRBY); fake:3
+// gives up from the middle: it stays in the list as a tombstone (its
+// deadline now - 0.5 ms, popped when it reaches the head) and the others
+// keep their deadlines. It leaves fake:1 holding the lock and
+// [fake:2 fake:3(tombstone) fake:4] queued.
 func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -59,6 +63,7 @@ func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) 
 	if r, err := fairRelease(ctx, rdb, k, "holder:0", driftLease); err != nil || r == nil || *r != 1 {
 		t.Fatalf("holder release = %v, %v; want 1", ptrString(r), err)
 	}
+	before := mustSnapshot(t, rdb, k)
 	if r, err := fairAcquire(ctx, rdb, k, "fake:1", driftLease, driftWait); err != nil || r != nil {
 		t.Fatalf("fake:1 acquire after the release = %v, %v; want nil (acquired)", ptrString(r), err)
 	}
@@ -69,28 +74,32 @@ func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) 
 	if _, ok := after.scores["fake:1"]; ok {
 		t.Errorf("fake:1 holds the lock but still has a deadline")
 	}
-	for _, f := range after.queue {
-		if d := s.scores[f] - after.scores[f]; d != driftWait {
-			t.Errorf("handoff: deadline of %s shrank by %d ms, want exactly one wait (%d)", f, d, driftWait)
+	// The new head: at most the new lease + one wait from the handoff,
+	// which lies between the two snapshots' clocks.
+	if got, hi := after.scores["fake:2"], after.now+driftLease+driftWait+tol; got > hi || got < before.now+driftLease+driftWait-tol {
+		t.Errorf("handoff: the new head's deadline is now%+d ms, want about lease + one wait (%d)", got-after.now, driftLease+driftWait)
+	}
+	for _, f := range []string{"fake:3", "fake:4"} {
+		if d := s.scores[f] - after.scores[f]; d != 0 {
+			t.Errorf("handoff: deadline of %s changed by %d ms, want 0 (O(1) handoff)", f, -d)
 		}
 	}
 
-	// fake:3 gives up: only those behind it move up.
+	// fake:3 gives up from the middle: a tombstone, the others unchanged.
 	if ok, err := fairLeave(ctx, rdb, k, "fake:3", driftWait); err != nil || !ok {
 		t.Fatalf("fake:3 leave = %v, %v; want true", ok, err)
 	}
 	left := mustSnapshot(t, rdb, k)
-	if want := []string{"fake:2", "fake:4"}; !slices.Equal(left.queue, want) {
-		t.Fatalf("queue after fake:3 left %q, want %q", left.queue, want)
+	if want := []string{"fake:2", "fake:3", "fake:4"}; !slices.Equal(left.queue, want) {
+		t.Fatalf("queue after fake:3 left %q, want %q (a tombstone in the middle)", left.queue, want)
 	}
-	if _, ok := left.scores["fake:3"]; ok {
-		t.Errorf("fake:3 left but still has a deadline")
+	if tomb, ok := left.tombs["fake:3"]; !ok || tomb > float64(left.now) {
+		t.Errorf("fake:3 left: its deadline is %v (tombstone %v), want a tombstone at or before now (%d)", left.scores["fake:3"], ok, left.now)
 	}
-	if d := after.scores["fake:2"] - left.scores["fake:2"]; d != 0 {
-		t.Errorf("fake:3 left: deadline of fake:2 (ahead of it) changed by %d ms, want 0", d)
-	}
-	if d := after.scores["fake:4"] - left.scores["fake:4"]; d != driftWait {
-		t.Errorf("fake:3 left: deadline of fake:4 shrank by %d ms, want exactly one wait (%d)", d, driftWait)
+	for _, f := range []string{"fake:2", "fake:4"} {
+		if d := after.scores[f] - left.scores[f]; d != 0 {
+			t.Errorf("fake:3 left: deadline of %s changed by %d ms, want 0", f, -d)
+		}
 	}
 }
 
@@ -166,15 +175,17 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 
 	checkDrift(t, rdb, k, 0)
 	s := mustSnapshot(t, rdb, k)
-	// fake:2 and fake:4 were queued at T0 with deadlines T0+35s and T0+50s;
-	// the handoff took one wait off both, fake:3 leaving one more off fake:4.
-	if got, want := s.scores, map[string]int64{"fake:2": T0 + 35_000, "fake:4": T0 + 40_000}; !mapsEqual(got, want) {
+	// fake:2 and fake:4 were queued at T0 with deadlines T0+40s and T0+50s;
+	// the handoff cut fake:2, the new head, to the new lease + one wait
+	// (T0+35s) and left fake:4's; fake:3 leaving changed neither.
+	if got, want := s.scores, map[string]int64{"fake:2": T0 + 35_000, "fake:4": T0 + 50_000}; !mapsEqual(got, want) {
 		t.Fatalf("deadlines %v, want %v", got, want)
 	}
 
-	// 10s later: fake:4, second in line, asks again. It is told to wait for
-	// fake:2's deadline; its own stays PTTL + 2 waits from now, unchanged
-	// since the lock's expiry has not moved.
+	// 10s later: fake:4, behind fake:2 and the tombstone, asks again. It is
+	// told to wait for the head's deadline; its own becomes PTTL + 2 waits
+	// from now (one live deadline, fake:2's, lies below its own; the
+	// tombstone's is past and does not count).
 	advance(10 * time.Second)
 	if r, err := fairAcquire(ctx, rdb, k, "fake:4", driftLease, driftWait); err != nil || r == nil || *r != 25_000 {
 		t.Errorf("fake:4 asks again at T0+10s = %v, %v; want 25000", ptrString(r), err)
@@ -199,7 +210,8 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 	// T0+36s: fake:2 never asked again and its deadline (T0+35s) passed.
 	// The lock (T0+40s) is still held. fake:4 asks: fake:2 is purged and
 	// fake:4, the head now, is told to wait the lock's PTTL; its deadline
-	// is PTTL + one wait from now.
+	// is PTTL + one wait from now. (The tombstone fake:3, the head after
+	// fake:2, is popped by the same purge.)
 	advance(26 * time.Second)
 	if r, err := fairAcquire(ctx, rdb, k, "fake:4", driftLease, driftWait); err != nil || r == nil || *r != 4_000 {
 		t.Errorf("fake:4 asks at T0+36s = %v, %v; want 4000 (the lock's PTTL)", ptrString(r), err)
@@ -212,15 +224,16 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 		t.Errorf("deadlines at T0+36s %v, want %v", got, want)
 	}
 
-	// The holder releases; the head takes the lock and fake:5 moves up.
+	// The holder releases; the head takes the lock and fake:5, the new
+	// head, keeps its deadline (below the new lease + one wait).
 	if r, err := fairRelease(ctx, rdb, k, "fake:1", driftLease); err != nil || r == nil || *r != 1 {
 		t.Fatalf("fake:1 release = %v, %v; want 1", ptrString(r), err)
 	}
 	if r, err := fairAcquire(ctx, rdb, k, "fake:4", driftLease, driftWait); err != nil || r != nil {
 		t.Fatalf("fake:4 acquire after the release = %v, %v; want nil (acquired)", ptrString(r), err)
 	}
-	if got := mustSnapshot(t, rdb, k).scores["fake:5"]; got != T0+40_000 {
-		t.Errorf("fake:5 deadline after the handoff = T0%+d, want T0+40000", got-T0)
+	if got := mustSnapshot(t, rdb, k).scores["fake:5"]; got != T0+45_000 {
+		t.Errorf("fake:5 deadline after the handoff = T0%+d, want T0+45000", got-T0)
 	}
 
 	// fake:4 holds until T0+66s, longer than fake:5's deadline (T0+40s).
@@ -253,7 +266,7 @@ func TestFairAcquire_drivenClock(t *testing.T) {
 		t.Fatalf("fake:6 acquire at T0+71.001s = %v, %v; want nil (acquired)", ptrString(r), err)
 	}
 	s = mustSnapshot(t, rdb, k)
-	if len(s.queue) != 0 || len(s.scores) != 0 {
+	if len(s.queue) != 0 || len(s.scores) != 0 || len(s.tombs) != 0 {
 		t.Errorf("queue %q, deadlines %v after fake:6 took the lock; want both empty", s.queue, s.scores)
 	}
 	if r, err := fairRelease(ctx, rdb, k, "fake:6", driftLease); err != nil || r == nil || *r != 1 {

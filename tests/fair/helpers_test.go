@@ -81,6 +81,15 @@ func fairRelease(ctx context.Context, rdb redis.UniversalClient, k fairKeys, fie
 		generated.FairReleaseArgs{LeaseMS: leaseMS, Field: field, LatchMS: testLatch.Milliseconds(), WaitMS: driftWait, Publish: "publish"})
 }
 
+// fairForce runs the fair force release with a fresh request id.
+func fairForce(ctx context.Context, rdb redis.UniversalClient, k fairKeys) (bool, error) {
+	req := "ff:" + strconv.FormatInt(reqs.Add(1), 10)
+	return generated.FairForceRelease(ctx, rdb,
+		generated.FairForceReleaseKeys{Lock: k.lock, Queue: k.queue, Timeouts: k.timeouts, Channel: k.channel,
+			Latch: "redisson_unlock_latch:" + k.tagged + ":" + req},
+		generated.FairForceReleaseArgs{LatchMS: testLatch.Milliseconds(), WaitMS: 10_000, Publish: "publish"})
+}
+
 // windDown ends a script-level scenario through the scripts themselves:
 // holder releases its hold (when it has one) and every queued fake owner
 // leaves; then nothing of the lock may be left in Redis but its latches,
@@ -118,10 +127,16 @@ func wokenFields(t *testing.T, rdb redis.UniversalClient, sub *redis.PubSub, k f
 // barrierField is the owner field whose waiter channel wokenFields's barrier uses.
 const barrierField = "barrier"
 
-// queueSnap is the queue and the deadlines of a fair lock read in one MULTI.
+// queueSnap is the queue and the deadlines of a fair lock read in one MULTI:
+// scores has the whole-millisecond deadlines, tombs the tombstones (a
+// waiter that gave up from the middle of the queue: its deadline is a
+// passed time plus half a millisecond). now is Redis's clock (TIME) read
+// just after.
 type queueSnap struct {
 	queue  []string
 	scores map[string]int64
+	tombs  map[string]float64
+	now    int64
 }
 
 func takeSnapshot(ctx context.Context, rdb redis.UniversalClient, k fairKeys) (queueSnap, error) {
@@ -135,10 +150,19 @@ func takeSnapshot(ctx context.Context, rdb redis.UniversalClient, k fairKeys) (q
 	if err != nil {
 		return queueSnap{}, err
 	}
-	s := queueSnap{queue: lr.Val(), scores: map[string]int64{}}
+	s := queueSnap{queue: lr.Val(), scores: map[string]int64{}, tombs: map[string]float64{}}
 	for _, z := range zr.Val() {
+		if z.Score != float64(int64(z.Score)) {
+			s.tombs[fmt.Sprint(z.Member)] = z.Score
+			continue
+		}
 		s.scores[fmt.Sprint(z.Member)] = int64(z.Score)
 	}
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return queueSnap{}, err
+	}
+	s.now = tm.UnixMilli()
 	return s, nil
 }
 

@@ -84,13 +84,15 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 		if r, err := fairAcquire(ctx, rdb, k, "stale:1", time.Second.Milliseconds(), lualock.Options{}.FairWait.Milliseconds()+300_000); err != nil || r == nil {
 			t.Fatalf("stale waiter queues = %v, %v", ptrString(r), err)
 		}
-		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale:1"}).Err(); err != nil {
-			t.Fatal(err)
-		}
 		live := liveC.NewFairLock(name)
 		done := make(chan error, 1)
 		go func() { done <- live.Lock(ctx) }()
 		waitQueued(t, rdb, k, 3)
+		// The stale one goes stale once the live one is queued behind it (a
+		// stale waiter at the back is trimmed off when a newcomer joins).
+		if err := rdb.ZAdd(ctx, k.timeouts, redis.Z{Score: float64(time.Now().UnixMilli() - 1_000), Member: "stale:1"}).Err(); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(50 * time.Millisecond) // the first attempts
 		before := hook.n.Load()
 		time.Sleep(window)

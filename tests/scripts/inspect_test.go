@@ -152,6 +152,19 @@ func serverMS(t *testing.T, rdb redis.UniversalClient) int64 {
 	return now.UnixMilli()
 }
 
+// lockExpiry is the expiry of key (ms since the epoch) as the fair scripts
+// compute it: TIME + PTTL, read in one script call on key's node.
+func lockExpiry(t *testing.T, rdb redis.UniversalClient, key string) int64 {
+	t.Helper()
+	const src = `local t = redis.call('time')
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + math.max(redis.call('pttl', KEYS[1]), 0)`
+	e, err := rdb.Eval(context.Background(), src, []string{key}).Int64()
+	if err != nil {
+		t.Fatalf("expiry of %s: %v", key, err)
+	}
+	return e
+}
+
 // ---- script cache ----------------------------------------------------------
 
 // masters runs f on every master of a cluster, or on the one server.
