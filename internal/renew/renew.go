@@ -19,7 +19,10 @@
 // A lease counts from the moment the call that set it was sent, not from
 // its reply. When renewals fail the watchdog tries again sooner, and a round
 // that hangs (a node that stopped answering) does not delay an Expired past
-// its due time.
+// its due time. A node's call that outlives its deadline (a client without
+// ContextTimeoutEnabled waits for its ReadTimeout) is left to land on its
+// own after a period and a quarter: the next rounds renew the other nodes'
+// entries and skip the ones it carries.
 package renew
 
 import (
@@ -148,6 +151,7 @@ type Watchdog struct {
 	closed  bool // set by Close: Add refuses new entries
 
 	closeOnce sync.Once
+	calls     sync.WaitGroup // the nodes' calls of the rounds, some maybe outliving theirs
 	stop      chan struct{}
 	done      chan struct{}
 	ctx       context.Context // cancelled by Close, ends calls in flight
@@ -166,12 +170,12 @@ type Entry struct {
 	t       Target
 	tag     uint64 // handed back to onEnd
 	onEnd   func(tag uint64, how End)
-	inc     uint64    // counts the Adds: a reply for an earlier one is stale
-	live    bool      // in w.entries: onEnd not called yet
-	renewed time.Time // when its lease was last set (the sending of the call)
-	paused  bool      // Pause or Stop: no round takes it
-	stopped bool      // Stop: Resume does not lift the pause
-	flight  chan struct{}
+	inc     uint64        // counts the Adds: a reply for an earlier one is stale
+	live    bool          // in w.entries: onEnd not called yet
+	renewed time.Time     // when its lease was last set (the sending of the call)
+	paused  bool          // Pause or Stop: no round takes it
+	stopped bool          // Stop: Resume does not lift the pause
+	flight  chan struct{} // closed when the call carrying it lands; nil when none is in flight
 }
 
 // New starts a watchdog on rdb. It returns an error for a Lease that is
@@ -356,6 +360,7 @@ func (w *Watchdog) Close() {
 		return
 	}
 	<-w.done
+	w.calls.Wait()
 	w.mu.Lock()
 	w.closed = true
 	left := make([]ending, 0, len(w.entries))
@@ -491,8 +496,8 @@ func (w *Watchdog) batches() []*batch {
 	open := map[group]*batch{}
 	var out []*batch
 	for e := range w.entries {
-		if e.paused {
-			continue
+		if e.paused || e.flight != nil {
+			continue // paused, or carried by a call of an earlier round still in flight
 		}
 		g := group{spec: e.t.Spec}
 		if w.cfg.Slot != nil {
@@ -531,22 +536,31 @@ func (w *Watchdog) renewAll() bool {
 	if len(groups) == 1 {
 		return w.renewGroup(groups[0])
 	}
-	var wg sync.WaitGroup
-	oks := make([]bool, len(groups))
-	for i, g := range groups {
-		wg.Add(1)
+	oks := make(chan bool, len(groups))
+	for _, g := range groups {
+		w.calls.Add(1)
 		go func() {
-			defer wg.Done()
-			oks[i] = w.renewGroup(g)
+			defer w.calls.Done()
+			oks <- w.renewGroup(g)
 		}()
 	}
-	wg.Wait()
-	for _, ok := range oks {
-		if !ok {
+	// A node's call ends by its deadline (at most a period), unless the
+	// client ignores deadlines (no ContextTimeoutEnabled: a hung node holds
+	// it for ReadTimeout). Past the period and a quarter, the round ends
+	// without it: the next rounds renew the other nodes' entries, and skip
+	// those it carries until it lands.
+	late := time.NewTimer(w.every + w.every/4)
+	defer late.Stop()
+	ok := true
+	for range groups {
+		select {
+		case o := <-oks:
+			ok = ok && o
+		case <-late.C:
 			return false
 		}
 	}
-	return true
+	return ok
 }
 
 // nodeGroup is the batches served by one node, and the client that loads

@@ -862,10 +862,11 @@ func TestWatchdog_nodeIsolation(t *testing.T) {
 	}
 }
 
-// Pausing an entry of a live node does not wait for a round of another
-// node that hangs past its deadline (a client without
-// ContextTimeoutEnabled); and while the round hangs, the hung node's
-// entries still end with Expired on time.
+// A node whose call hangs past its deadline (a client without
+// ContextTimeoutEnabled) delays nobody else: pausing an entry of another
+// node does not wait for it, that node's entries go on being renewed by
+// the next rounds, and the hung node's entries still end with Expired on
+// time.
 func TestWatchdog_hungRound(t *testing.T) {
 	t.Parallel()
 	const lease = 900 * time.Millisecond
@@ -888,6 +889,7 @@ func TestWatchdog_hungRound(t *testing.T) {
 	s.add(t, w, lockSpec, "dead", set)
 	live := s.add(t, w, lockSpec, "live", set)
 	waitFor(t, 10*time.Second, "the dead node's call", hung.Load)
+	hangAt := time.Now()
 	pctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := live.Pause(pctx); err != nil {
@@ -901,5 +903,11 @@ func TestWatchdog_hungRound(t *testing.T) {
 	if due := set.Add(lease - LossMargin(lease)); at.Before(due) {
 		t.Errorf("Expired %v before its due time", due.Sub(at))
 	}
-	t.Logf("Expired %v after due, while the round hung", at.Sub(set.Add(lease-LossMargin(lease))))
+	t.Logf("Expired %v after due, while the dead node's call hung", at.Sub(set.Add(lease-LossMargin(lease))))
+	waitFor(t, 10*time.Second, "live renewed a lease after the dead node's call began to hang", func() bool {
+		return renewedAt(w, live).After(hangAt.Add(lease))
+	})
+	if got, _ := s.of("live"); len(got) != 0 {
+		t.Errorf("live ended: %v", got)
+	}
 }
