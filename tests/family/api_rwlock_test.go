@@ -33,8 +33,8 @@ func TestReadWriteLock(t *testing.T) {
 	})
 }
 
-// rwShareAndExclude: readers share, a writer is alone,
-// both re-enter, the owner downgrades, an upgrade is refused.
+// rwShareAndExclude: readers share, a writer is alone, both re-enter, the
+// owner downgrades, an upgrade is refused.
 func rwShareAndExclude(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	c := backends.NewClient(t, rdb, lualock.Options{})
 	ctx := context.Background()
@@ -82,9 +82,9 @@ func rwShareAndExclude(t *testing.T, b backends.Backend, rdb redis.UniversalClie
 	backends.WantGone(t, rdb, name)
 }
 
-// rwWakeup: a writer waiting behind a reader, and readers
-// waiting behind a writer, are woken by the release message within
-// wakeBound (the fallback timer would be 10 s).
+// rwWakeup: a writer waiting behind a reader, and readers waiting behind a
+// writer, are woken by the release message within wakeBound (the fallback
+// timer would be 10 s).
 func rwWakeup(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	c := backends.NewClient(t, rdb, lualock.Options{})
 	ctx := context.Background()
@@ -121,9 +121,9 @@ func rwWakeup(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	}
 }
 
-// rwWatchdog: read and write holds under a 1.5 s watchdog
-// outlive three leases (the read holds' timeout keys renewed with the
-// lock), and a hold whose key is deleted is reported lost.
+// rwWatchdog: read and write holds under a 1.5 s watchdog outlive three
+// leases (the read holds' timeout keys renewed with the lock), and a hold
+// whose key is deleted is reported lost.
 func rwWatchdog(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const lease = 1500 * time.Millisecond
 	c := backends.NewClient(t, rdb, lualock.Options{WatchdogLease: lease})
@@ -173,10 +173,10 @@ func rwWatchdog(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	is(t, "unlock of a lost write hold", w.WriteLock().Unlock(ctx), lualock.ErrLockLost)
 }
 
-// rwLeaseHandover: a reader's fixed lease runs out and a
-// waiting writer gets the lock (by its fallback timer: no release was
-// published); a cancelled wait returns the context's error and holds
-// nothing; a bad name is ErrInvalid.
+// rwLeaseHandover: a reader's fixed lease runs out and a waiting writer gets
+// the lock (by its fallback timer: no release was published); a cancelled
+// wait returns the context's error and holds nothing; a bad name is
+// ErrInvalid.
 func rwLeaseHandover(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	c := backends.NewClient(t, rdb, lualock.Options{})
 	ctx := context.Background()
@@ -203,9 +203,9 @@ func rwLeaseHandover(t *testing.T, b backends.Backend, rdb redis.UniversalClient
 	}
 }
 
-// rwAPIOverlap: readers together and writers alone under
-// load, through the API: 12 goroutines with a ReadWriteLock each, 1200
-// acquisitions (240 on miniredis), an in-process detector. Bounded: 2 min.
+// rwAPIOverlap: readers together and writers alone under load, through the
+// API: 12 goroutines with a ReadWriteLock each, 1200 acquisitions (240 on
+// miniredis), an in-process detector. Bounded: 2 min.
 func rwAPIOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const readers, writers = 8, 4
 	c := backends.NewClient(t, rdb, lualock.Options{})

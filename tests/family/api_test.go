@@ -29,9 +29,9 @@ func TestLockFamily(t *testing.T) {
 	})
 }
 
-// fencedTokens: every acquisition takes a larger token, re-entry
-// included, across owners and clients; Token is the current hold's, 0
-// without one; the counter never goes.
+// fencedTokens: every acquisition takes a larger token, re-entry included,
+// across owners and clients; Token is the current hold's, 0 without one; the
+// counter never goes.
 func fencedTokens(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	c := backends.NewClient(t, rdb, lualock.Options{})
 	ctx := context.Background()
@@ -111,9 +111,9 @@ func fencedTokens(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	del(t, rdb, "redisson_lock_token:{"+name+"}")
 }
 
-// spinLock: the reentrant lock without pub/sub: nothing subscribes,
-// nothing is published, and a waiter polls its way to the lock within the
-// back-off's cap of a release.
+// spinLock: the reentrant lock without pub/sub: nothing subscribes, nothing
+// is published, and a waiter polls its way to the lock within the back-off's
+// cap of a release.
 func spinLock(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	c := backends.NewClient(t, rdb, lualock.Options{})
 	ctx := context.Background()
@@ -175,10 +175,10 @@ func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// commonScenarios: for each primitive's handle (the read lock,
-// the write lock, the fenced lock, the spin lock): a fixed lease runs out
-// and a waiter takes over, a cancelled wait returns the context's error
-// holding nothing, bad input is ErrInvalid with nothing sent to Redis.
+// commonScenarios: for each primitive's handle (the read lock, the write
+// lock, the fenced lock, the spin lock): a fixed lease runs out and a waiter
+// takes over, a cancelled wait returns the context's error holding nothing,
+// bad input is ErrInvalid with nothing sent to Redis.
 func commonScenarios(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	kinds := []struct {
 		name string
@@ -241,9 +241,9 @@ func commonScenarios(t *testing.T, b backends.Backend, rdb redis.UniversalClient
 	}
 }
 
-// lostOnDelete: a hold of each kind under the watchdog whose
-// lock is deleted behind its back ends with ErrLockLost at the next
-// renewal, and its Unlock says so.
+// lostOnDelete: a hold of each kind under the watchdog whose lock is deleted
+// behind its back ends with ErrLockLost at the next renewal, and its Unlock
+// says so.
 func lostOnDelete(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const lease = 900 * time.Millisecond
 	c := backends.NewClient(t, rdb, lualock.Options{WatchdogLease: lease})

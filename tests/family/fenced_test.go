@@ -40,9 +40,9 @@ func fencedOK(t *testing.T, what string, want int64) func([]int64, error) int64 
 	}
 }
 
-// fencedLayout: the reentrant lock's hash, and the token
-// counter taking one step per acquisition (re-entry too), never on a
-// resend, never touched by release or force release, with no TTL.
+// fencedLayout: the reentrant lock's hash, and the token counter taking one
+// step per acquisition (re-entry too), never on a resend, never touched by
+// release or force release, with no TTL.
 func fencedLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.channel)
 	for _, c := range []struct {
@@ -106,9 +106,9 @@ func fencedLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n
 	del(t, rdb, n.name, n.token)
 }
 
-// fencedLostReply: the script ran but its reply was lost; the
-// call sent again (by the wrapper's retry, or by the caller) answers the
-// token the first run took, and the counter moved once.
+// fencedLostReply: the script ran but its reply was lost; the call sent
+// again (by the wrapper's retry, or by the caller) answers the token the
+// first run took, and the counter moved once.
 func fencedLostReply(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	h := &backends.LoseReplies{SHA: generated.FencedAcquireSHA1}
 	hr := backends.Hooked(t, rdb, h)
@@ -131,10 +131,10 @@ func fencedLostReply(t *testing.T, b backends.Backend, rdb redis.UniversalClient
 	del(t, rdb, n.name, n.token)
 }
 
-// fencedTokensIncrease: owners on separate connections take the
-// lock in turn; the tokens of successive holds increase strictly, each
-// hold's token is the counter's value while it holds, and no two holds
-// overlap. Bounded: 4 owners x 40 holds, 60 s.
+// fencedTokensIncrease: owners on separate connections take the lock in
+// turn; the tokens of successive holds increase strictly, each hold's token
+// is the counter's value while it holds, and no two holds overlap. Bounded:
+// 4 owners x 40 holds, 60 s.
 func fencedTokensIncrease(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	const owners, perOwner = 4, 40
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -14,13 +14,13 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// rwOverlap: many readers and writers take the read-write lock
-// through the scripts at once, 2000 acquisitions in all, each resending
-// some of its calls as after a lost reply. An in-process detector counts
-// the holders inside: a writer must be alone, a reader must see no writer.
-// Readers must have shared the lock at least once. At the end nothing is
-// left: no lock, no timeout key. Bounded: 2000 acquisitions on a real
-// server (400 on miniredis, whose Lua is slower by two orders), 90 s.
+// rwOverlap: many readers and writers take the read-write lock through the
+// scripts at once, 2000 acquisitions in all, each resending some of its
+// calls as after a lost reply. An in-process detector counts the holders
+// inside: a writer must be alone, a reader must see no writer. Readers must
+// have shared the lock at least once. At the end nothing is left: no lock,
+// no timeout key. Bounded: 2000 acquisitions on a real server (400 on
+// miniredis, whose Lua is slower by two orders), 90 s.
 func rwOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	const readers, writers = 8, 4
 	perReader, perWriter := 200, 100

@@ -32,8 +32,7 @@ const (
 	w3 = "c3:3"
 )
 
-// rwReadBadInput: an error naming the script, and no key
-// created.
+// rwReadBadInput: an error naming the script, and no key created.
 func rwReadBadInput(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	for _, c := range []struct {
 		what         string
@@ -77,9 +76,9 @@ func rwReadBadInput(t *testing.T, b backends.Backend, rdb redis.UniversalClient,
 	del(t, rdb, n.name, n.timeoutKey(r1, 1))
 }
 
-// rwReadLayout: readers' holds, each with its own timeout key,
-// re-entry, a resent acquisition and release, the lock's TTL following its
-// longest live hold, and the release message when the last reader leaves.
+// rwReadLayout: readers' holds, each with its own timeout key, re-entry, a
+// resent acquisition and release, the lock's TTL following its longest live
+// hold, and the release message when the last reader leaves.
 func rwReadLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.rwlock)
 
@@ -168,9 +167,9 @@ func rwReadLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n
 	ch.want()
 }
 
-// rwDeadReader: a reader whose timeout keys are gone (its
-// lease ran out) no longer counts: the last live reader's release deletes
-// the lock and wakes the waiters, as Redisson's cleanup does.
+// rwDeadReader: a reader whose timeout keys are gone (its lease ran out) no
+// longer counts: the last live reader's release deletes the lock and wakes
+// the waiters, as Redisson's cleanup does.
 func rwDeadReader(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.rwlock)
 	acquired(t, "r1")(readAcquire(rdb, n, r1, 1, lease))
@@ -195,10 +194,10 @@ func rwDeadReader(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n
 	ch.want("0")
 }
 
-// rwWriteLayout: the write lock, its re-entry, resends, the
-// downgrade (the writer takes read holds, then leaves the write lock), the
-// refused upgrade, and the messages: "1" when the write lock goes (free or
-// downgraded), "0" when the last reader goes.
+// rwWriteLayout: the write lock, its re-entry, resends, the downgrade (the
+// writer takes read holds, then leaves the write lock), the refused upgrade,
+// and the messages: "1" when the write lock goes (free or downgraded), "0"
+// when the last reader goes.
 func rwWriteLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.rwlock)
 
@@ -272,10 +271,9 @@ func rwWriteLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, 
 	ch.want("1")
 }
 
-// rwReadOfWriterReleased: the writer releases a read hold of
-// its own while it still writes: the lock stays in write mode, its TTL is
-// not cut to the read holds' (Redisson sets it to theirs), nothing is
-// published.
+// rwReadOfWriterReleased: the writer releases a read hold of its own while
+// it still writes: the lock stays in write mode, its TTL is not cut to the
+// read holds' (Redisson sets it to theirs), nothing is published.
 func rwReadOfWriterReleased(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.rwlock)
 	acquired(t, "write")(writeAcquire(rdb, n, r1, 1, long))
@@ -292,8 +290,8 @@ func rwReadOfWriterReleased(t *testing.T, b backends.Backend, rdb redis.Universa
 	ch.want("1")
 }
 
-// rwOtherKind: a hash without a mode field (a reentrant lock under
-// the same name) is waited for and never written.
+// rwOtherKind: a hash without a mode field (a reentrant lock under the same
+// name) is waited for and never written.
 func rwOtherKind(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	acquired(t, "reentrant lock")(lockAcquire(rdb, n, r1, 1, lease))
 	refused(t, "read", lease)(readAcquire(rdb, n, r2, 1, lease))
@@ -307,8 +305,8 @@ func rwOtherKind(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n 
 	del(t, rdb, n.name)
 }
 
-// rwForceRelease: deletes the lock only in the mode named, with the
-// mode's message; a resend replays its outcome.
+// rwForceRelease: deletes the lock only in the mode named, with the mode's
+// message; a resend replays its outcome.
 func rwForceRelease(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.rwlock)
 	acquired(t, "r1")(readAcquire(rdb, n, r1, 1, lease))
@@ -343,10 +341,10 @@ func rwForceRelease(t *testing.T, b backends.Backend, rdb redis.UniversalClient,
 	ch.want()
 }
 
-// rwReadRenew: the watchdog's renewal of read holds renews the
-// owner's own timeout keys and the lock, never another reader's (Redisson
-// 3.16 renews every reader's: #1458), and reports an owner whose holds
-// are gone, renewing nothing of it.
+// rwReadRenew: the watchdog's renewal of read holds renews the owner's own
+// timeout keys and the lock, never another reader's (Redisson 3.16 renews
+// every reader's: #1458), and reports an owner whose holds are gone,
+// renewing nothing of it.
 func rwReadRenew(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	acquired(t, "r1")(readAcquire(rdb, n, r1, 1, short))
 	acquired(t, "r1 again")(readAcquire(rdb, n, r1, 2, short))
@@ -409,8 +407,8 @@ func rwReadRenew(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n 
 	del(t, rdb, n.name, n.timeoutKey(r1, 1), n.timeoutKey(r1, 2))
 }
 
-// rwStatusScript: mode, the owner's read and write hold counts and the
-// PTTL, in one read-only call.
+// rwStatusScript: mode, the owner's read and write hold counts and the PTTL,
+// in one read-only call.
 func rwStatusScript(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	check := func(what string, mode, reads, writes int64, lo, hi, hlen int64) {
 		t.Helper()

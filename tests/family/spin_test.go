@@ -16,8 +16,8 @@ func TestSpinScripts(t *testing.T) {
 // spinLayout: the spin lock is the reentrant lock's hash N (field C:H
 // -> hold count, the lease on N), taken with lock_acquire and released with
 // lock_release and lock_force_release given publish "none": nothing is
-// published on any channel, not even on the last release or a force
-// release, as Redisson's RSpinLock.
+// published on any channel, not even on the last release or a force release,
+// as Redisson's RSpinLock.
 func spinLayout(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	ch := listen(t, b, rdb, n.channel)
 	acquired(t, "spin")(lockAcquire(rdb, n, r1, 1, lease))
