@@ -6,6 +6,9 @@
 //   - scripts: the generated script wrappers, script by script;
 //   - reentrant: the reentrant lock (and the auto-pipeliner);
 //   - fair: the fair lock;
+//   - family: the read-write, fenced and spin locks (issue 14): their
+//     scripts' keys, values, expiries and messages as PROTOCOL-FAMILY.md
+//     gives them, on a plain and a hash-tagged name, and the Go API;
 //   - faults: a lock's promise under faults (Redis down, hung, restarted,
 //     a cluster master killed, lost or slow replies, ended contexts);
 //   - pubsub: waking waiters and watching holds over pub/sub;

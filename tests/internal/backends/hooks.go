@@ -2,7 +2,9 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -70,4 +72,30 @@ func (h *FailScript) matches(args []any) bool {
 	numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
 	field := 3 + numKeys + 1 // ARGV[2]
 	return err == nil && field < len(args) && fmt.Sprint(args[field]) == h.Field
+}
+
+// LoseReplies lets the next Left EVALSHA calls of one script run and then
+// reports io.EOF to the caller, as a connection that breaks after the
+// write: the script's effect is in Redis, its reply is lost. Lost counts
+// the replies lost so far.
+type LoseReplies struct {
+	PassHook
+	SHA  string
+	Left atomic.Int32
+	Lost atomic.Int32
+}
+
+// ProcessHook loses the matching replies while Left is above zero.
+func (h *LoseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.SHA &&
+			(err == nil || errors.Is(err, redis.Nil)) && h.Left.Add(-1) >= 0 {
+			h.Lost.Add(1)
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return err
+	}
 }

@@ -1,0 +1,264 @@
+package family
+
+// The read-write lock through the Go API (lualock.Client's
+// NewReadWriteLock) on every backend.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/internal/backends"
+)
+
+// wakeBound bounds a wake-up after a release: a waiter that missed the
+// message would sleep until its fallback timer (the holder's 30 s lease,
+// capped by MaxWaitTimer, 10 s).
+const wakeBound = time.Second
+
+// TestReadWriteLock: the reentrant lock suite's scenarios that apply to
+// the read-write lock, and its own.
+func TestReadWriteLock(t *testing.T) {
+	backends.Table(t, []backends.Scenario{
+		{Name: "shareAndExclude", Run: rwShareAndExclude},
+		{Name: "wakeup", Run: rwWakeup},
+		{Name: "watchdog", Run: rwWatchdog},
+		{Name: "leaseHandover", Run: rwLeaseHandover},
+		{Name: "overlap", Run: rwAPIOverlap},
+	})
+}
+
+// rwShareAndExclude: readers share, a writer is alone, both re-enter, the
+// owner downgrades, an upgrade is refused.
+func rwShareAndExclude(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	a, bb, w := c.NewReadWriteLock(name), c.NewReadWriteLock(name), c.NewReadWriteLock(name)
+
+	ok(t, "a read", a.ReadLock().Lock(ctx))
+	ok(t, "a read again", a.ReadLock().TryLock(ctx, 0))
+	ok(t, "b read", bb.ReadLock().TryLock(ctx, 0))
+	is(t, "w write beside readers", w.WriteLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	is(t, "a write (upgrade)", a.WriteLock().TryLock(ctx, 0), lualock.ErrUpgrade)
+	if n, err := a.ReadLock().HoldCount(ctx); err != nil || n != 2 {
+		t.Fatalf("a read HoldCount = %d, %v; want 2", n, err)
+	}
+	if l, err := w.ReadLock().IsLocked(ctx); err != nil || !l {
+		t.Fatalf("read IsLocked = %v, %v; want true", l, err)
+	}
+	if l, err := w.WriteLock().IsLocked(ctx); err != nil || l {
+		t.Fatalf("write IsLocked = %v, %v; want false", l, err)
+	}
+	for range 2 {
+		ok(t, "a read unlock", a.ReadLock().Unlock(ctx))
+	}
+	is(t, "a read unlock, none left", a.ReadLock().Unlock(ctx), lualock.ErrNotHeld)
+	ok(t, "b read unlock", bb.ReadLock().Unlock(ctx))
+
+	ok(t, "w write", w.WriteLock().TryLock(ctx, 0))
+	ok(t, "w write again", w.WriteLock().TryLock(ctx, 0))
+	is(t, "a read beside a writer", a.ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	is(t, "a write beside a writer", a.WriteLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	// Downgrade: the writer reads, then leaves the write lock.
+	ok(t, "w read under its write", w.ReadLock().TryLock(ctx, 0))
+	ok(t, "w write unlock 1", w.WriteLock().Unlock(ctx))
+	is(t, "a read while w still writes", a.ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	ok(t, "w write unlock 2", w.WriteLock().Unlock(ctx))
+	if m := rdb.HGet(ctx, name, "mode").Val(); m != "read" {
+		t.Fatalf("mode after the downgrade = %q, want read", m)
+	}
+	ok(t, "a read after the downgrade", a.ReadLock().TryLock(ctx, 0))
+	is(t, "b write beside readers", bb.WriteLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	ok(t, "w read unlock", w.ReadLock().Unlock(ctx))
+	ok(t, "a read unlock", a.ReadLock().Unlock(ctx))
+	ok(t, "b write now", bb.WriteLock().TryLock(ctx, 0))
+	ok(t, "b write unlock", bb.WriteLock().Unlock(ctx))
+	backends.WantGone(t, rdb, name)
+}
+
+// rwWakeup: a writer waiting behind a reader, and readers waiting behind a
+// writer, are woken by the release message within wakeBound (the fallback
+// timer would be 10 s).
+func rwWakeup(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	ctx := context.Background()
+	for _, holderWrites := range []bool{false, true} {
+		name := backends.UniqueName(t)
+		h, wt := c.NewReadWriteLock(name), c.NewReadWriteLock(name)
+		hold, wait := h.ReadLock(), wt.WriteLock()
+		if holderWrites {
+			hold, wait = h.WriteLock(), wt.ReadLock()
+		}
+		ok(t, "hold", hold.Lock(ctx))
+		got := make(chan time.Time, 1)
+		errc := make(chan error, 1)
+		go func() {
+			err := wait.Lock(ctx)
+			got <- time.Now()
+			errc <- err
+		}()
+		ch := "redisson_rwlock:{" + name + "}"
+		backends.WaitFor(t, "a subscriber on "+ch, 10*time.Second, func() bool {
+			return backends.NumSub(t, rdb, []string{ch})[ch] > 0
+		})
+		time.Sleep(20 * time.Millisecond) // let the waiter's attempt after subscribing pass
+		ok(t, "release", hold.Unlock(ctx))
+		released := time.Now()
+		at := <-got
+		ok(t, "waiter", <-errc)
+		if d := at.Sub(released); d > wakeBound {
+			t.Fatalf("holder writes %v: the waiter woke %v after the release, want within %v", holderWrites, d, wakeBound)
+		} else {
+			t.Logf("holder writes %v: woken %v after the release returned", holderWrites, max(d, 0))
+		}
+		ok(t, "waiter unlock", wait.Unlock(ctx))
+	}
+}
+
+// rwWatchdog: read and write holds under a 1.5 s watchdog outlive three
+// leases (the read holds' timeout keys renewed with the lock), and a hold
+// whose key is deleted is reported lost.
+func rwWatchdog(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	const lease = 1500 * time.Millisecond
+	c := backends.NewClient(t, rdb, lualock.Options{WatchdogLease: lease})
+	if testing.Short() {
+		t.Skip("-short: waits three leases")
+	}
+	ctx := context.Background()
+	rname, wname := backends.UniqueName(t)+"-r", backends.UniqueName(t)+"-w"
+	r, w := c.NewReadWriteLock(rname), c.NewReadWriteLock(wname)
+	ok(t, "read", r.ReadLock().Lock(ctx))
+	ok(t, "read again", r.ReadLock().Lock(ctx))
+	ok(t, "write", w.WriteLock().Lock(ctx))
+	ok(t, "write's read", w.ReadLock().Lock(ctx))
+	wo := c.NewReadWriteLock(wname + "-only") // a write hold without read holds
+	ok(t, "write alone", wo.WriteLock().Lock(ctx))
+	time.Sleep(3*lease + lease/3)
+	other := c.NewReadWriteLock(rname)
+	is(t, "write beside the renewed reader", other.WriteLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	is(t, "read beside the renewed writer", c.NewReadWriteLock(wname).ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	for _, l := range []*lualock.Lock{r.ReadLock(), w.WriteLock(), w.ReadLock(), wo.WriteLock()} {
+		select {
+		case <-l.Done():
+			t.Fatalf("a hold of %s ended: %v", l.Name(), context.Cause(l.Context()))
+		default:
+		}
+	}
+	is(t, "read beside the renewed lone writer", c.NewReadWriteLock(wname+"-only").ReadLock().TryLock(ctx, 0), lualock.ErrNotObtained)
+	ok(t, "lone writer's unlock", wo.WriteLock().Unlock(ctx))
+	f := r.ReadLock().Field()
+	for i := 1; i <= 2; i++ {
+		k := "{" + rname + "}:" + f + ":rwlock_timeout:" + fmt.Sprint(i)
+		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
+			t.Fatalf("PTTL %s = %v after three leases, want a renewed key", k, d)
+		}
+	}
+	// Lost: the lock deleted under the reader and the writer.
+	del(t, rdb, rname, wname)
+	for _, l := range []*lualock.Lock{r.ReadLock(), w.WriteLock(), w.ReadLock()} {
+		select {
+		case <-l.Done():
+			is(t, "cause", context.Cause(l.Context()), lualock.ErrLockLost)
+		case <-time.After(2 * lease):
+			t.Fatalf("no lost signal on %s within %v", l.Name(), 2*lease)
+		}
+	}
+	is(t, "unlock of a lost read hold", r.ReadLock().Unlock(ctx), lualock.ErrLockLost)
+	is(t, "unlock of a lost write hold", w.WriteLock().Unlock(ctx), lualock.ErrLockLost)
+}
+
+// rwLeaseHandover: a reader's fixed lease runs out and a waiting writer gets
+// the lock (by its fallback timer: no release was published); a cancelled
+// wait returns the context's error and holds nothing; a bad name is
+// ErrInvalid.
+func rwLeaseHandover(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	r, w := c.NewReadWriteLock(name), c.NewReadWriteLock(name)
+	ok(t, "read with a lease", r.ReadLock().LockLease(ctx, 300*time.Millisecond))
+	start := time.Now()
+	ok(t, "writer", w.WriteLock().TryLock(ctx, 5*time.Second))
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("writer got the lock %v after the reader's 300ms lease began", d)
+	}
+	is(t, "reader's unlock after its lease ran out", r.ReadLock().Unlock(ctx), lualock.ErrNotHeld)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	is(t, "cancelled read wait", r.ReadLock().Lock(cctx), context.DeadlineExceeded)
+	if n, err := r.ReadLock().HoldCount(ctx); err != nil || n != 0 {
+		t.Fatalf("reader holds %d, %v after a cancelled wait", n, err)
+	}
+	ok(t, "writer unlock", w.WriteLock().Unlock(ctx))
+	is(t, "bad name", c.NewReadWriteLock("").ReadLock().Lock(ctx), lualock.ErrInvalid)
+	is(t, "bad name", c.NewReadWriteLock("a{b").WriteLock().Lock(ctx), lualock.ErrInvalid)
+	if ok, err := w.ReadLock().ForceUnlock(ctx); err != nil || ok {
+		t.Fatalf("force unlock of a free lock = %v, %v", ok, err)
+	}
+}
+
+// rwAPIOverlap: readers together and writers alone under load, through the
+// API: 12 goroutines with a ReadWriteLock each, 1200 acquisitions (240 on
+// miniredis), an in-process detector. Bounded: 2 min.
+func rwAPIOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	const readers, writers = 8, 4
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	per := 100
+	if b.Mini() {
+		per = 20
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := backends.UniqueName(t)
+	var d detector
+	errs := make(chan error, readers+writers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range readers + writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rw := c.NewReadWriteLock(name)
+			writer := i >= readers
+			l := rw.ReadLock()
+			if writer {
+				l = rw.WriteLock()
+			}
+			for range per {
+				if err := l.Lock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				d.enter(writer)
+				time.Sleep(100 * time.Microsecond)
+				d.leave(writer)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if !writer {
+					time.Sleep(500 * time.Microsecond) // let writers in
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if o := d.overlaps.Load(); o != 0 {
+		t.Fatalf("%d overlaps", o)
+	}
+	if d.maxR.Load() < 2 {
+		t.Errorf("readers never shared the lock")
+	}
+	backends.WantGone(t, rdb, name)
+	t.Logf("%d acquisitions in %v, up to %d readers at once, no overlap", (readers+writers)*per, time.Since(start).Round(time.Millisecond), d.maxR.Load())
+}
