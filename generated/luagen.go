@@ -21,15 +21,28 @@ import (
 
 // Scripts lists every script of lua, sorted by name.
 var Scripts = []*Script{
+	ExpirableSemaphoreAcquireScript,
+	ExpirableSemaphoreAvailableScript,
+	ExpirableSemaphoreExtendScript,
+	ExpirableSemaphoreReleaseScript,
 	FairAcquireScript,
 	FairForceReleaseScript,
 	FairLeaveScript,
 	FairReleaseScript,
+	LatchCountScript,
+	LatchCountDownScript,
+	LatchTrySetCountScript,
 	LockAcquireScript,
 	LockForceReleaseScript,
 	LockReleaseScript,
 	LockRenewScript,
 	LockStatusScript,
+	SemaphoreAcquireScript,
+	SemaphoreAddPermitsScript,
+	SemaphoreAvailableScript,
+	SemaphoreDrainScript,
+	SemaphoreReleaseScript,
+	SemaphoreTrySetPermitsScript,
 }
 
 // Script describes one Lua script of the package and runs it.
