@@ -43,6 +43,7 @@ var Scripts = []*Script{
 	SemaphoreDrainScript,
 	SemaphoreReleaseScript,
 	SemaphoreTrySetPermitsScript,
+	SemaphoreUnclaimScript,
 }
 
 // Script describes one Lua script of the package and runs it.

@@ -136,7 +136,7 @@ func (g semGo) trySet(t *testing.T, p int64) int64 {
 
 func (g semGo) acquire(ctx context.Context, n int64) (bool, error) {
 	v, err := generated.SemaphoreAcquire(ctx, g.s.b.rdb,
-		generated.SemaphoreAcquireKeys{Sem: g.name, Request: semRequest(g.name)},
+		generated.SemaphoreAcquireKeys{Sem: g.name, Request: semRequest(g.name), Claim: semTag("lualock_semaphore_claim", g.name)},
 		generated.SemaphoreAcquireArgs{Permits: n, LatchMS: semLatchMS})
 	return v == 1, err
 }
@@ -376,7 +376,7 @@ func (s *semSuite) newExp(name string) expGo {
 func (e expGo) acquire(t *testing.T, leaseMS int64, id []byte) int64 {
 	t.Helper()
 	v, err := generated.ExpirableSemaphoreAcquire(context.Background(), e.s.b.rdb,
-		generated.ExpirableSemaphoreAcquireKeys{Sem: e.name, Timeouts: e.timeouts, Channel: e.channel},
+		generated.ExpirableSemaphoreAcquireKeys{Sem: e.name, Timeouts: e.timeouts, Channel: e.channel, Claim: semTag("lualock_semaphore_claim", e.name)},
 		generated.ExpirableSemaphoreAcquireArgs{LeaseMS: leaseMS, Publish: e.s.publish, IDs: [][]byte{id}})
 	if err != nil {
 		t.Fatal(err)

@@ -22,10 +22,17 @@ type expOps struct {
 	k semKeys
 }
 
+// acquire is a single try that never claims.
 func (s expOps) acquire(ctx context.Context, leaseMS int64, ids ...[]byte) (int64, error) {
+	return s.acquireAs(ctx, "", 0, leaseMS, ids...)
+}
+
+// acquireAs is a waiter's try: refused, it takes or refreshes the claim
+// for claimMS (0: no claim).
+func (s expOps) acquireAs(ctx context.Context, waiter string, claimMS, leaseMS int64, ids ...[]byte) (int64, error) {
 	return generated.ExpirableSemaphoreAcquire(ctx, s.b.rdb,
-		generated.ExpirableSemaphoreAcquireKeys{Sem: s.k.name, Timeouts: s.k.timeouts, Channel: s.k.channel},
-		generated.ExpirableSemaphoreAcquireArgs{LeaseMS: leaseMS, Publish: s.b.publish, IDs: ids})
+		generated.ExpirableSemaphoreAcquireKeys{Sem: s.k.name, Timeouts: s.k.timeouts, Channel: s.k.channel, Claim: s.k.claim},
+		generated.ExpirableSemaphoreAcquireArgs{LeaseMS: leaseMS, Publish: s.b.publish, Waiter: waiter, ClaimMS: claimMS, IDs: ids})
 }
 
 func (s expOps) release(ctx context.Context, req string, ids ...[]byte) (int64, error) {

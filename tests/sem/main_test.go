@@ -131,11 +131,11 @@ func newID() []byte {
 
 // semKeys holds the key names of one semaphore (plain or expirable).
 type semKeys struct {
-	name, channel, timeouts string
+	name, channel, timeouts, claim string
 }
 
 func newSemKeys(n string) semKeys {
-	return semKeys{name: n, channel: tag("redisson_sc", n), timeouts: sfx(n, "timeout")}
+	return semKeys{name: n, channel: tag("redisson_sc", n), timeouts: sfx(n, "timeout"), claim: tag("lualock_semaphore_claim", n)}
 }
 
 // latchChannel is Redisson's count-down latch channel, braces always added.

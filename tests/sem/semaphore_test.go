@@ -26,10 +26,21 @@ func (s semOps) trySet(ctx context.Context, permits, ttlMS int64, req string) (i
 		generated.SemaphoreTrySetPermitsArgs{Permits: permits, TTLMS: ttlMS, LatchMS: latchMS, Publish: s.b.publish})
 }
 
+// acquire is a single try that never claims.
 func (s semOps) acquire(ctx context.Context, n int64, req string) (int64, error) {
+	return s.acquireAs(ctx, n, req, "", 0)
+}
+
+// acquireAs is a waiter's try: refused, it takes or refreshes the claim
+// for claimMS (0: no claim).
+func (s semOps) acquireAs(ctx context.Context, n int64, req, waiter string, claimMS int64) (int64, error) {
 	return generated.SemaphoreAcquire(ctx, s.b.rdb,
-		generated.SemaphoreAcquireKeys{Sem: s.k.name, Request: req},
-		generated.SemaphoreAcquireArgs{Permits: n, LatchMS: latchMS})
+		generated.SemaphoreAcquireKeys{Sem: s.k.name, Request: req, Claim: s.k.claim},
+		generated.SemaphoreAcquireArgs{Permits: n, LatchMS: latchMS, Waiter: waiter, ClaimMS: claimMS})
+}
+
+func (s semOps) unclaim(ctx context.Context, waiter string) (int64, error) {
+	return generated.SemaphoreUnclaim(ctx, s.b.rdb, generated.SemaphoreUnclaimKeys{Claim: s.k.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
 }
 
 func (s semOps) release(ctx context.Context, n int64, req string) (int64, error) {
@@ -184,7 +195,7 @@ func TestSemaphore_badInput(t *testing.T) {
 		must(t)(s.trySet(c, 4, 0, requestKey(s.k.name)))
 		msgs := listen(t, b, s.k.channel)
 		req := requestKey(s.k.name)
-		before := dump(t, b.rdb, s.k.name, req)
+		before := dump(t, b.rdb, s.k.name, req, s.k.claim)
 
 		bad := s
 		bad.b.publish = "broadcast"
@@ -207,13 +218,13 @@ func TestSemaphore_badInput(t *testing.T) {
 			wantErr(t, err, tc.want)
 		}
 		// Args that go-redis cannot produce from int64: send raw.
-		for _, args := range [][]any{{"1.5", latchMS}, {"x", latchMS}, {1, 0}, {1, "2.5"}} {
-			_, err := generated.SemaphoreAcquireScript.Run(c, b.rdb, []string{s.k.name, req}, args...)
-			wantErr(t, err, "must be")
+		for _, args := range [][]any{{"1.5", latchMS, "", 0}, {"x", latchMS, "", 0}, {1, 0, "", 0}, {1, "2.5", "", 0}, {1, latchMS, "", -1}, {1, latchMS, "a:b", 10}} {
+			_, err := generated.SemaphoreAcquireScript.Run(c, b.rdb, []string{s.k.name, req, s.k.claim}, args...)
+			wantErr(t, err, "must")
 		}
 		_, err := generated.SemaphoreDrainScript.Run(c, b.rdb, []string{s.k.name, req}, "-1")
 		wantErr(t, err, "latch_ms must be")
-		if after := dump(t, b.rdb, s.k.name, req); after != before {
+		if after := dump(t, b.rdb, s.k.name, req, s.k.claim); after != before {
 			t.Fatalf("state changed by refused calls:\nbefore %s\nafter  %s", before, after)
 		}
 		msgs.none(t, 100*time.Millisecond)
