@@ -17,17 +17,23 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/wake"
 )
 
-// Client makes locks on one Redis deployment. It owns two goroutines at
-// most: the watchdog that renews held locks and the listener of the shared
-// pub/sub connection that wakes waiters. Close stops both.
+// Client makes locks on one Redis deployment. It owns the watchdog that
+// renews held locks, the wake-up hub whose pub/sub connections (one, or
+// with sharded pub/sub on a cluster one per primary with waiters) wake
+// waiters, each with its reader and a sender of subscriptions while some
+// are queued, and the background clean-ups. Close stops them all.
 //
 // A Client is safe for concurrent use. Create one per process (or per Redis
 // deployment) and share it: its id is part of every owner field.
 type Client struct {
 	rdb     redis.UniversalClient
 	scripts redis.Scripter // runs the lock scripts: Options.Scripter or rdb
+	env     *scriptEnv     // what every protocol sends with its scripts
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
@@ -36,7 +42,7 @@ type Client struct {
 	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
 	wd      *watchdog
-	subs    []*subscriber // one per kind of pub/sub the client listens to (two with PubSubBoth)
+	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
 	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
@@ -88,8 +94,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c.env = &scriptEnv{scripts: scripts, calls: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
 	c.wd = newWatchdog(c)
-	c.subs = newSubscribers(c, cfg.PubSub)
+	c.hub = newHub(c)
 	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }
@@ -111,10 +118,8 @@ func (c *Client) Close() error {
 	first := false
 	c.once.Do(func() {
 		first = true
-		for _, s := range c.subs {
-			s.markClosed() // waiters woken below leave without UNSUBSCRIBE
-		}
-		close(c.closing)
+		close(c.closing) // the hub counts as closed from here: waiters leave without UNSUBSCRIBE
+
 	})
 	if !first {
 		<-c.done
@@ -122,12 +127,7 @@ func (c *Client) Close() error {
 	}
 	defer close(c.done)
 	c.wd.close()
-	var err error
-	for _, s := range c.subs {
-		if e := s.close(); err == nil {
-			err = e
-		}
-	}
+	err := c.hub.Close()
 	c.bgMu.Lock()
 	c.bgDone = true
 	c.bgMu.Unlock()
@@ -186,14 +186,7 @@ type Stats struct {
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
 	s := Stats{Watched: c.wd.size()}
-	for i, sub := range c.subs {
-		w, ch, conns := sub.counts()
-		if i == 0 {
-			s.Waiters = w // a waiter has a subscription with each subscriber
-		}
-		s.Subscriptions += ch
-		s.PubSubConns += conns
-	}
+	s.Waiters, s.Subscriptions, s.PubSubConns = c.hub.Counts()
 	return s
 }
 
@@ -204,22 +197,22 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, reentrant)
+	return c.newLock(name, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
 }
 
-func (c *Client) newLock(name string, k kind) *Lock {
+// newLock returns a handle of a new owner on lock name under protocol p.
+func (c *Client) newLock(name string, p protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
-		c:        c,
-		name:     name,
-		kind:     k,
-		field:    c.id + ":" + strconv.FormatInt(h, 10),
-		channel:  tag(channelPrefix, name),
-		latch:    tag(latchPrefix, name) + ":" + c.id + ":",
-		fairWait: c.cfg.FairWait,
-		invalid:  checkName(name),
-		op:       newOpLock(),
+		c:       c,
+		name:    name,
+		p:       p,
+		field:   c.id + ":" + strconv.FormatInt(h, 10),
+		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		invalid: CheckName(name),
+		op:      newOpLock(),
 	}
+	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
 	return l
 }
 

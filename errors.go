@@ -1,6 +1,10 @@
 package lualock
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
 
 // The errors of this package. Compare with errors.Is: the errors returned
 // wrap these with detail (the lock's name, the Redis error behind them).
@@ -43,3 +47,45 @@ var (
 	// Nothing is sent to Redis.
 	ErrInvalid = errors.New("lualock: invalid argument")
 )
+
+// Error is the shape of every error a Lock's call returns: the operation
+// ("lock", "unlock", "force unlock", "status"), the lock's name and the
+// cause. The cause wraps the sentinel above that applies, if any, and the
+// Redis or context error behind it, so that errors.Is and errors.As see
+// through an *Error to both. It prints as
+//
+//	lualock: OP "NAME": cause
+type Error struct {
+	Op   string // the operation that failed
+	Lock string // the lock's name
+	Err  error  // the cause
+}
+
+// Error returns "lualock: OP "NAME": cause", the cause without its own
+// "lualock: " prefix.
+func (e *Error) Error() string {
+	return "lualock: " + e.Op + " " + strconv.Quote(e.Lock) + ": " + strings.TrimPrefix(e.Err.Error(), "lualock: ")
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Operations named by an Error.
+const (
+	verbLock        = "lock"
+	verbUnlock      = "unlock"
+	verbForceUnlock = "force unlock"
+	verbStatus      = "status"
+)
+
+// wrapErr returns err as the *Error of op on lock name: the one place where
+// a call's error takes its shape. Internal functions return bare causes.
+func wrapErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*Error); ok && e.Op == op && e.Lock == name {
+		return err
+	}
+	return &Error{Op: op, Lock: name, Err: err}
+}

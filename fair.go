@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // fairMinRetry is the fallback timer of a fair waiter told "wait 0" (the
@@ -20,18 +21,6 @@ const fairMinRetry = 250 * time.Millisecond
 // a wait ends at an event (a deadline, the lock's expiry), after which the
 // answer differs.
 const fairMinWait = 10 * time.Millisecond
-
-// fairMaxTimer caps a fair waiter's fallback timer at half the wait
-// budget, so that a live waiter asks again (renewing its deadline) well
-// before the others would purge it. A fair waiter needs no shorter cap: the
-// scripts tell it on its own channel when it becomes the head of the queue
-// (it then waits for the lock's remaining lease), a reconnect wakes every
-// waiter, and a dead waiter ahead is purged at its deadline, which the timer
-// follows. With the default budget, 10 000 idle waiters cost about 67 calls
-// a second.
-func (l *Lock) fairMaxTimer() time.Duration {
-	return l.fairWait / 2
-}
 
 // NewFairLock returns a handle on the fair lock name, compatible with
 // Redisson's RedissonFairLock: waiters get the lock in the order they first
@@ -58,7 +47,7 @@ func (l *Lock) fairMaxTimer() time.Duration {
 //     share its place in the queue, and one of them giving up does not take
 //     the others out of it.
 func (c *Client) NewFairLock(name string) *Lock {
-	return c.newLock(name, fair)
+	return c.newLock(name, c.newFair(name, c.cfg.FairWait))
 }
 
 // NewFairLockWait is NewFairLock with the wait budget of this lock instead
@@ -68,56 +57,84 @@ func (c *Client) NewFairLock(name string) *Lock {
 // off every waiter's deadline. A budget under 500ms makes the handle's
 // methods return ErrInvalid.
 func (c *Client) NewFairLockWait(name string, wait time.Duration) *Lock {
-	l := c.newLock(name, fair)
-	l.fairWait = wait
+	l := c.newLock(name, c.newFair(name, wait))
 	if wait < 2*fairMinRetry && l.invalid == nil {
 		l.invalid = fmt.Errorf("%w: fair wait budget %v, want at least %v", ErrInvalid, wait, 2*fairMinRetry)
 	}
 	return l
 }
 
-func (l *Lock) fairKeys() (queue, timeouts string) {
-	return tag(queuePrefix, l.name), tag(timeoutPrefix, l.name)
+// fair is the protocol of Redisson's RedissonFairLock: the reentrant
+// lock's hash, plus a queue of waiters and their deadlines; a release
+// wakes the head of the queue on its own channel.
+type fair struct {
+	env  *scriptEnv
+	k    keys.Lock
+	wait time.Duration // the wait budget of each waiter
 }
 
-// waiterChannel is the channel on which the fair lock wakes this handle.
-func (l *Lock) waiterChannel() string { return l.channel + ":" + l.field }
-
-func (l *Lock) runFairAcquire(ctx context.Context, lease time.Duration, want int, w *waiting) (int64, error) {
-	if want == 1 {
-		w.queued = true // from now on the waiter may stand in the queue
-	}
-	queue, timeouts := l.fairKeys()
-	return generated.FairAcquire(ctx, l.c.scripts,
-		generated.FairAcquireKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairAcquireArgs{LeaseMS: lease.Milliseconds(), Field: l.field, WaitMS: l.fairWait.Milliseconds(),
-			Holds: int64(want), Publish: l.c.cfg.publish})
+func (c *Client) newFair(name string, wait time.Duration) *fair {
+	return &fair{env: c.env, k: keys.Of(name), wait: wait}
 }
 
-func (l *Lock) runFairRelease(ctx context.Context, lease time.Duration, latch string, holds int) (*int64, error) {
-	queue, timeouts := l.fairKeys()
-	return generated.FairRelease(ctx, l.c.scripts,
-		generated.FairReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel,
-			Latch: latch},
-		generated.FairReleaseArgs{LeaseMS: lease.Milliseconds(), Field: l.field,
-			LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish,
-			Holds: int64(holds)})
+func (p *fair) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
+	wait, err := generated.FairAcquire(ctx, p.env.scripts,
+		generated.FairAcquireKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
+		generated.FairAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, WaitMS: p.wait.Milliseconds(),
+			Holds: int64(a.holds), Publish: p.env.publish})
+	return attemptResult{acquired: err == nil && wait == 0, wait: time.Duration(wait) * time.Millisecond}, err
 }
 
-func (l *Lock) runFairForceRelease(ctx context.Context, latch string) (bool, error) {
-	queue, timeouts := l.fairKeys()
-	return generated.FairForceRelease(ctx, l.c.scripts,
-		generated.FairForceReleaseKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel, Latch: latch},
-		generated.FairForceReleaseArgs{LatchMS: l.c.cfg.UnlockLatch.Milliseconds(), WaitMS: l.fairWait.Milliseconds(),
-			Publish: l.c.cfg.publish})
+func (p *fair) release(ctx context.Context, a releaseArgs) (*int64, error) {
+	return generated.FairRelease(ctx, p.env.calls,
+		generated.FairReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel,
+			Latch: a.latch},
+		generated.FairReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field,
+			LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish,
+			Holds: int64(a.holds)})
 }
 
-// leaveQueue takes the handle out of the fair queue after a wait that did
-// not get the lock.
-func (l *Lock) leaveQueue(ctx context.Context) error {
-	queue, timeouts := l.fairKeys()
-	_, err := generated.FairLeave(ctx, l.c.scripts,
-		generated.FairLeaveKeys{Lock: l.name, Queue: queue, Timeouts: timeouts, Channel: l.channel},
-		generated.FairLeaveArgs{Field: l.field, WaitMS: l.fairWait.Milliseconds(), Publish: l.c.cfg.publish})
+func (p *fair) forceRelease(ctx context.Context, latch string) (bool, error) {
+	return generated.FairForceRelease(ctx, p.env.calls,
+		generated.FairForceReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel, Latch: latch},
+		generated.FairForceReleaseArgs{LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
+}
+
+func (p *fair) status(ctx context.Context, field string) ([]int64, error) {
+	return lockStatus(ctx, p.env, p.k.Name, field)
+}
+
+// leave takes field out of the queue after a wait that did not get the
+// lock, correcting the deadlines of those behind it.
+func (p *fair) leave(ctx context.Context, field string) error {
+	_, err := generated.FairLeave(ctx, p.env.calls,
+		generated.FairLeaveKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
+		generated.FairLeaveArgs{Field: field, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
 	return err
+}
+
+// queues: the first attempt of a waiter may put it in the queue.
+func (p *fair) queues() bool { return true }
+
+// channel is the waiter's own channel: a release wakes the head only.
+func (p *fair) channel(field string) string { return p.k.WaiterChannel(field) }
+
+// holdChannel is the lock's channel, where force releases publish.
+func (p *fair) holdChannel() string { return p.k.Channel }
+
+// timer: told "wait 0" (as 1ms) fairMinRetry, any other wait from
+// fairMinWait, so that a waiter follows a real wait and is not late for
+// the deadline it waits for; capped at half the wait budget, so that a
+// live waiter asks again (renewing its deadline) well before the others
+// would purge it. A fair waiter needs no shorter cap: the scripts tell it
+// on its own channel when it becomes the head of the queue (it then waits
+// for the lock's remaining lease), a reconnect wakes every waiter, and a
+// dead waiter ahead is purged at its deadline, which the timer follows.
+// With the default budget, 10 000 idle waiters cost about 67 calls a
+// second.
+func (p *fair) timer(ttl time.Duration) (floor, ceil time.Duration) {
+	if ttl <= time.Millisecond {
+		return fairMinRetry, p.wait / 2
+	}
+	return fairMinWait, p.wait / 2
 }

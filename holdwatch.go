@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+
+	"github.com/lualock/lualock/internal/wake"
 )
 
 // A held lock listens on its lock's channel when Options.WatchHolds is set
 // (the lualock command sets it): a force release publishes there (Redisson's
-// forceUnlock of an RLock, and this package's ForceUnlock of either kind),
+// forceUnlock of an RLock, and this package's ForceUnlock of either lock),
 // and the holder checks its own hold at once (one HEXISTS), instead of at
 // its next renewal. The channel is subscribed through the client's shared
 // pub/sub connection, as waiters subscribe it; a message wakes one waiter of
@@ -22,17 +23,11 @@ import (
 // nothing when nobody waits), is noticed at the next renewal, as without
 // the option.
 
-// watched is a hold watcher's channel on one subscriber.
-type watched struct {
-	s  *subscriber
-	cs *chanSub
-}
-
 // holdWatcher is one held lock's interest in its channel.
 type holdWatcher struct {
-	l   *Lock
-	gen uint64
-	on  []watched // the channel on each subscriber of the client (two with PubSubBoth)
+	l     *Lock
+	gen   uint64
+	watch *wake.Watch // nil when the client was closed
 
 	mu       sync.Mutex
 	checking bool // a check runs
@@ -40,77 +35,31 @@ type holdWatcher struct {
 	stopped  bool
 }
 
-// watchHold makes hold gen of l listen on its channel, on every kind of
-// pub/sub the client listens to, until unwatch. l.mu is held.
-func (l *Lock) watchHold(gen uint64) {
-	if !l.c.cfg.WatchHolds || l.watcher != nil {
-		return
-	}
-	w := &holdWatcher{l: l, gen: gen}
-	for _, s := range l.c.subs {
-		if cs := s.watch(l.channel, w); cs != nil {
-			w.on = append(w.on, watched{s, cs})
-		}
-	}
-	l.watcher = w
-}
-
-// watch adds w to the watchers of channel, subscribing it if it is new. It
-// returns nil once the subscriber is closed.
-func (s *subscriber) watch(channel string, w *holdWatcher) *chanSub {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// watchHold makes hold gen of l listen on channel, on every kind of
+// pub/sub the client listens to, until stop. It returns nil without
+// Options.WatchHolds. The hold's mutex is held.
+func (c *Client) watchHold(channel string, l *Lock, gen uint64) *holdWatcher {
+	if !c.cfg.WatchHolds {
 		return nil
 	}
-	cs := s.chans[channel]
-	if cs != nil && cs.linger != nil {
-		cs.linger.Stop()
-		cs.linger = nil
-	}
-	if cs == nil {
-		cs = s.add(channel)
-	}
-	cs.watchers = append(cs.watchers, w)
-	return cs
+	w := &holdWatcher{l: l, gen: gen}
+	w.watch = c.hub.Watch(channel, w.notify)
+	return w
 }
 
-// unwatchHold ends the current hold's listening. l.mu is held.
-func (l *Lock) unwatchHold() {
-	w := l.watcher
-	if w == nil {
-		return
-	}
-	l.watcher = nil
+// stop ends the hold's listening. The hold's mutex is held.
+func (w *holdWatcher) stop() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
-	for _, o := range w.on {
-		o.s.unwatch(o.cs, w)
-	}
-	w.on = nil
-}
-
-// unwatch removes w from the watchers of cs, and lets a channel left with
-// neither waiters nor watchers linger, then go.
-func (s *subscriber) unwatch(cs *chanSub, w *holdWatcher) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs.watchers = slices.DeleteFunc(cs.watchers, func(x *holdWatcher) bool { return x == w })
-	if s.closed || s.chans[cs.name] != cs || len(cs.waiters) > 0 || len(cs.watchers) > 0 {
-		return
-	}
-	s.idle(cs, true) // linger: the handle may lock again soon
-}
-
-// notifyWatchers has every watcher check its hold. The subscriber's mu is
-// held: the checks run in goroutines of the client.
-func notifyWatchers(ws []*holdWatcher) {
-	for _, w := range ws {
-		w.notify()
+	if w.watch != nil {
+		w.watch.Stop() // the channel lingers, then goes: the handle may lock again soon
 	}
 }
 
+// notify has the watcher check its hold. The hub calls it under its lock,
+// at every message and resubscription of the channel: the check runs in a
+// goroutine of the client.
 func (w *holdWatcher) notify() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -160,9 +109,5 @@ func (w *holdWatcher) check() {
 	}
 	// Only while this watcher is the hold's: one stopped meanwhile (the
 	// hold was released, or ended otherwise) has nothing left to report.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.watcher == w {
-		l.endHoldLocked(w.gen, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost), true)
-	}
+	l.h.watcherLost(w, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost))
 }

@@ -140,16 +140,22 @@ func endReason(cause error) EndReason {
 	return Expired
 }
 
-// holdEnded reports the end of l's hold with cause to the observer and the
-// logger. l.mu is held.
-func (l *Lock) holdEnded(cause error) {
+// fair reports whether the handle is a fair lock, for the events.
+func (l *Lock) fair() bool {
+	_, ok := l.p.(*fair)
+	return ok
+}
+
+// ended reports the end of l's hold, which began at since, with cause to
+// the observer and the logger (holdEnv). The hold's mutex is held.
+func (l *Lock) ended(cause error, since time.Time) {
 	o, log := l.c.cfg.Observer.HoldEnd, l.c.cfg.Logger
 	if o == nil && log == nil {
 		return
 	}
 	r := endReason(cause)
 	if o != nil {
-		o(HoldEndEvent{Lock: l.name, Owner: l.field, Fair: l.kind == fair, Held: time.Since(l.since), Reason: r, Cause: cause})
+		o(HoldEndEvent{Lock: l.name, Owner: l.field, Fair: l.fair(), Held: time.Since(since), Reason: r, Cause: cause})
 	}
 	if log == nil {
 		return
@@ -164,11 +170,11 @@ func (l *Lock) holdEnded(cause error) {
 	}
 }
 
-// acquired reports an acquisition call that returned err after it began at
-// start to the observer and the logger.
-func (l *Lock) acquired(ctx context.Context, start time.Time, wait time.Duration, handoff bool, err error) {
+// acquireEnded reports an acquisition call that returned err after it
+// began at start to the observer and the logger.
+func (l *Lock) acquireEnded(ctx context.Context, start time.Time, wait time.Duration, handoff bool, err error) {
 	if o := l.c.cfg.Observer.Acquire; o != nil {
-		o(AcquireEvent{Context: ctx, Lock: l.name, Owner: l.field, Fair: l.kind == fair,
+		o(AcquireEvent{Context: ctx, Lock: l.name, Owner: l.field, Fair: l.fair(),
 			Start: start, Wait: time.Since(start), Handoff: handoff && err == nil, Err: err})
 	}
 	log := l.c.cfg.Logger
@@ -199,8 +205,9 @@ func (w *watchdog) renewCalled(b *batch, took time.Duration, err error) {
 }
 
 // resubscribed logs a channel subscribed again after a pub/sub reconnect.
-func (s *subscriber) resubscribed(channel string, waiters int) {
-	if log := s.c.cfg.Logger; log != nil {
+// The hub calls it under its lock.
+func (c *Client) resubscribed(channel string, waiters int) {
+	if log := c.cfg.Logger; log != nil {
 		log.LogAttrs(context.Background(), slog.LevelInfo, "lualock: pub/sub reconnected: channel subscribed again, waking its waiters",
 			slog.String("channel", channel), slog.Int("waiters", waiters))
 	}

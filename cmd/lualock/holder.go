@@ -14,14 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/internal/keys"
 )
 
-// holderPrefix names the key in which a lualock process tells who it is
-// while it holds a lock: tag(holderPrefix, NAME) + ":" + FIELD, a JSON
-// holderInfo with the hold's lease as its expiry. It shares the lock's hash
-// tag, so it lives in the lock's cluster slot, and it is never a field of
-// the lock's hash, which Redisson reads.
-const holderPrefix = "lualock_holder"
+// A lualock process tells who it is while it holds a lock in the key
+// keys.Holder(NAME, FIELD) (lualock_holder:{NAME}:FIELD), a JSON holderInfo
+// with the hold's lease as its expiry. It shares the lock's hash tag, so it
+// lives in the lock's cluster slot, and it is never a field of the lock's
+// hash, which Redisson reads.
 
 // holderInfo is what a lualock process says about itself while it holds a
 // lock.
@@ -32,7 +32,7 @@ type holderInfo struct {
 	Since   string `json:"since"` // when it got the lock, RFC 3339, UTC
 }
 
-func holderKey(name, field string) string { return tag(holderPrefix, name) + ":" + field }
+func holderKey(name, field string) string { return keys.Holder(name, field) }
 
 // holderWriter keeps a lock's holderInfo key while the hold lasts.
 type holderWriter struct {

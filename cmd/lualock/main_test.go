@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -328,7 +329,7 @@ func TestStatusJSON(t *testing.T) {
 		t.Errorf("status -json of a free lock has a lease_ms: %s", p.stdout.String())
 	}
 	// A Redisson-made hold with a re-entry, and a fair queue, written by hand.
-	queue, timeouts := tag(queuePrefix, name), tag(timeoutPrefix, name)
+	queue, timeouts := keys.Of(name).Queue, keys.Of(name).Timeouts
 	now := time.Now().UnixMilli()
 	s.rdb.HSet(ctx, name, "c1:7", 2)
 	s.rdb.PExpire(ctx, name, 20*time.Second)
@@ -494,7 +495,7 @@ func TestCluster(t *testing.T) {
 	holder := s.start(t, env, "lock", "-fair", name, "--", "sleep", "30")
 	waitFor(t, "lock taken", 10*time.Second, func() bool { return rdb.Exists(ctx, name).Val() == 1 })
 	waiter := s.start(t, nil, "lock", "-fair", "-wait", "20s", name, "--", "true")
-	waitFor(t, "waiter queued", 10*time.Second, func() bool { return rdb.LLen(ctx, tag("redisson_lock_queue", name)).Val() == 1 })
+	waitFor(t, "waiter queued", 10*time.Second, func() bool { return rdb.LLen(ctx, keys.Of(name).Queue).Val() == 1 })
 	p, code := s.run(t, nil, "status", "-json", name)
 	if code != 0 {
 		t.Fatalf("status on the cluster: exit %d: %s", code, p.stderr.String())
@@ -516,7 +517,7 @@ func TestCluster(t *testing.T) {
 		t.Errorf("waiter exit %d, want 0: %s", code, waiter.stderr.String())
 	}
 	waitFor(t, "keys gone", 5*time.Second, func() bool {
-		return rdb.Exists(ctx, name, tag("redisson_lock_queue", name), tag("redisson_lock_timeout", name)).Val() == 0
+		return rdb.Exists(ctx, name, keys.Of(name).Queue, keys.Of(name).Timeouts).Val() == 0
 	})
 }
 
@@ -529,7 +530,7 @@ func TestFairWaiterDies(t *testing.T) {
 	name := lockName(t)
 	const budget = time.Second
 	env := []string{"LUALOCK_FAIR_WAIT=" + budget.String(), "LUALOCK_WATCHDOG_LEASE=600ms"}
-	queue := tag("redisson_lock_queue", name)
+	queue := keys.Of(name).Queue
 	queued := func(n int64) func() bool {
 		return func() bool { return s.rdb.LLen(ctx, queue).Val() == n }
 	}
@@ -562,7 +563,7 @@ func TestFairWaiterDies(t *testing.T) {
 		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack)", took, budget)
 	}
 	waitFor(t, "queue empty", 5*time.Second, queued(0))
-	if n := s.rdb.Exists(ctx, name, queue, tag("redisson_lock_timeout", name)).Val(); n != 0 {
+	if n := s.rdb.Exists(ctx, name, queue, keys.Of(name).Timeouts).Val(); n != 0 {
 		t.Errorf("%d keys of the lock left behind", n)
 	}
 }
@@ -705,7 +706,7 @@ func TestFair(t *testing.T) {
 	ready := readyFile(t)
 	holder := s.start(t, nil, append([]string{"lock", "-fair", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
-	queue := tag(queuePrefix, name)
+	queue := keys.Of(name).Queue
 	var waiters []*proc
 	for i := range 2 {
 		waiters = append(waiters, s.start(t, nil, "lock", "-fair", name, "--", "echo", fmt.Sprint("waiter ", i)))
@@ -843,7 +844,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"lock ", "status ", "unlock ", "-addr", "-wait", "-lease", "-grace", "-fair", "-json", "-force", "-q", "-n", "-E N",
-		"REDIS_URL", envWatchdog, envName, envHolder, envLease, holderPrefix, "exit status", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  126 ", "\n  127 ", "128+N"} {
+		"REDIS_URL", envWatchdog, envName, envHolder, envLease, keys.HolderPrefix, "exit status", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  126 ", "\n  127 ", "128+N"} {
 		if !strings.Contains(usageText, want) {
 			t.Errorf("usage text lacks %q", want)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -284,7 +285,7 @@ func TestWaitingMessages(t *testing.T) {
 			quiet := s.start(t, nil, append(flags, "-q", name, "--", "true")...)
 			if fair {
 				waitFor(t, "second waiter queued", 10*time.Second, func() bool {
-					return s.rdb.LLen(context.Background(), tag(queuePrefix, name)).Val() == 2
+					return s.rdb.LLen(context.Background(), keys.Of(name).Queue).Val() == 2
 				})
 			} else {
 				time.Sleep(300 * time.Millisecond) // the quiet waiter is waiting by now
@@ -326,7 +327,7 @@ func TestStatusHoldersAndQueue(t *testing.T) {
 	for i := range 2 {
 		waiters = append(waiters, s.start(t, nil, "lock", "-fair", "-q", name, "--", "true"))
 		waitFor(t, "waiter queued", 10*time.Second, func() bool {
-			return s.rdb.LLen(context.Background(), tag(queuePrefix, name)).Val() == int64(i+1)
+			return s.rdb.LLen(context.Background(), keys.Of(name).Queue).Val() == int64(i+1)
 		})
 	}
 	for _, args := range [][]string{{"status", "-json", name}, {"status", "-json", "-fair", name}} {
@@ -441,7 +442,7 @@ func TestForceUnlockNoticedAtOnce(t *testing.T) {
 			}
 			holder := s.start(t, nil, append(append(flags, name, "--"), append(trapTerm, ready)...)...)
 			waitFile(t, ready)
-			ch := tag("redisson_lock__channel", name)
+			ch := keys.Of(name).Channel
 			waitFor(t, "holder listening", 10*time.Second, func() bool {
 				n, err := s.rdb.PubSubNumSub(context.Background(), ch).Result()
 				return err == nil && n[ch] == 1
@@ -536,7 +537,7 @@ func TestUnlockFairWithoutFlag(t *testing.T) {
 	waitFile(t, ready)
 	waiter := s.start(t, nil, "lock", "-fair", "-q", name, "--", "echo", "ran")
 	waitFor(t, "waiter queued", 10*time.Second, func() bool {
-		return s.rdb.LLen(context.Background(), tag(queuePrefix, name)).Val() == 1
+		return s.rdb.LLen(context.Background(), keys.Of(name).Queue).Val() == 1
 	})
 	if p, code := s.run(t, nil, "unlock", "-force", name); code != 0 {
 		t.Fatalf("unlock -force: exit %d: %s", code, p.stderr.String())

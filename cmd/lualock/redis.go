@@ -209,12 +209,3 @@ func newLock(c *lualock.Client, name string, fair bool) *lualock.Lock {
 	}
 	return c.NewLock(name)
 }
-
-// tag names the key of a lock's companion structure as Redisson does:
-// prefix:{name}, or prefix:name when name carries its own hash tag.
-func tag(prefix, name string) string {
-	if strings.Contains(name, "{") {
-		return prefix + ":" + name
-	}
-	return prefix + ":{" + name + "}"
-}

@@ -12,15 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/internal/keys"
 )
 
-// Key prefixes of a fair lock's queue and of its waiters' deadlines, as
-// Redisson names them.
-const (
-	queuePrefix   = "redisson_lock_queue"
-	timeoutPrefix = "redisson_lock_timeout"
-	statusTimeout = 10 * time.Second
-)
+const statusTimeout = 10 * time.Second
 
 // lockStatus is the output of status; with -json it is printed as is.
 type lockStatus struct {
@@ -109,8 +104,8 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		typ = p.Type(ctx, name)
 		fields = p.HGetAll(ctx, name)
 		pttl = p.PTTL(ctx, name)
-		queue = p.LRange(ctx, tag(queuePrefix, name), 0, -1)
-		deadlines = p.ZRangeWithScores(ctx, tag(timeoutPrefix, name), 0, -1)
+		queue = p.LRange(ctx, keys.Of(name).Queue, 0, -1)
+		deadlines = p.ZRangeWithScores(ctx, keys.Of(name).Timeouts, 0, -1)
 		now = p.Time(ctx)
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/internal/keys"
 )
 
 func runUnlock(args []string, stdout, stderr io.Writer) int {
@@ -49,7 +50,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	defer client.Close()
 	if !*fair {
 		// A fair lock has a queue: wake its head as the fair release does.
-		n, err := rdb.Exists(ctx, tag(queuePrefix, name)).Result()
+		n, err := rdb.Exists(ctx, keys.Of(name).Queue).Result()
 		if err != nil {
 			return errorf(stderr, exitError, "%v", err)
 		}

@@ -1,0 +1,490 @@
+package lualock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// holdState is where a handle's ownership of its lock stands.
+//
+//	free ──acquired──▶ held ──beginRelease──▶ releasing ──released──▶ free | held | lost
+//	                    │  ▲                     │  ▲
+//	                    │  └─────released────────┘  └──beginRelease── unsettled
+//	                    ├──lose──▶ lost ──(each Unlock)──▶ free        ▲
+//	                    └──end───▶ lapsed                              │
+//	releasing ──released (no reply)──────────────────────────────────┘
+//
+// held, lapsed and unsettled may take more holds (re-entry); lost and
+// unsettled are left by the handle's next Unlock (or, for unsettled, its
+// next Lock, which settles the release first).
+type holdState uint8
+
+const (
+	// free: the handle holds nothing.
+	free holdState = iota
+	// held: the handle holds the lock, renewed by the watchdog or under a
+	// fixed lease that its timer follows.
+	held
+	// lapsed: the hold's Context ended while the handle still counts holds
+	// (its fixed lease ran out, the client closed, or a loss came while a
+	// release of the last hold was unsettled): nothing renews it; its
+	// Unlock tells what Redis says.
+	lapsed
+	// releasing: an Unlock waits for its release's reply. A loss reported
+	// meanwhile is kept as pending: the reply decides whether it stands
+	// (a renewal racing the last release finds the lock gone, Redisson
+	// #7272).
+	releasing
+	// unsettled: a release got no reply; the next Unlock, or the next
+	// Lock before it re-enters, sends it again under the same latch.
+	unsettled
+	// lost: the lock was taken away; each outstanding hold's Unlock, and a
+	// re-entry, report the cause.
+	lost
+)
+
+var holdStateNames = [...]string{"free", "held", "lapsed", "releasing", "unsettled", "lost"}
+
+func (s holdState) String() string { return holdStateNames[s] }
+
+// holdEnv is what a hold needs from its handle: the watchdog entry, the
+// hold watcher and the observer.
+type holdEnv interface {
+	// renew puts hold gen, whose lease was set at start, under the
+	// watchdog; false when the client has closed.
+	renew(gen uint64, start time.Time) bool
+	// unrenew takes it out of the watchdog.
+	unrenew()
+	// stopRenewing renews it no more, but still reports its expiry.
+	stopRenewing()
+	// watch starts the hold watcher of hold gen (nil when none).
+	watch(gen uint64) *holdWatcher
+	// ended reports the end of a hold that began at since.
+	ended(cause error, since time.Time)
+}
+
+// hold is the ownership state of a handle: a state machine whose
+// transition methods check the state they start from. It owns the
+// lifetime context (Context/Done, with cause), the fixed-lease timer, the
+// watchdog entry and the hold watcher. Its mutex is never held across a
+// call to Redis.
+type hold struct {
+	env           holdEnv
+	watchdogLease time.Duration
+
+	mu        sync.Mutex
+	state     holdState
+	holds     int           // hold count the handle has in Redis
+	gen       uint64        // counts holds from first lock to last unlock
+	lease     time.Duration // lease of the current hold
+	watched   bool          // the watchdog renews the hold
+	since     time.Time     // when the current hold's first acquisition began
+	latch     string        // releasing, unsettled: the latch key of the release request
+	cause     error         // lost: the loss; releasing: a loss reported meanwhile (pending)
+	ended     error         // the cause the current hold's context ended with
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	expiry    *time.Timer  // fixed lease: ends ctx when the lease runs out
+	watcher   *holdWatcher // Options.WatchHolds: the hold listens on its channel
+	acquiring int          // acquire calls of this handle under way
+}
+
+// notHeld is the Context of a handle that holds nothing.
+var notHeld = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotHeld)
+	return ctx
+}()
+
+// context returns the current hold's lifetime context, made on first use
+// (most holds never ask for it).
+func (h *hold) context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == free {
+		return notHeld
+	}
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		if h.ended != nil {
+			h.cancel(h.ended)
+		}
+	}
+	return h.ctx
+}
+
+// snapshot is what an acquisition attempt needs to know before it runs.
+type snapshot struct {
+	state holdState
+	holds int
+	cause error // lost: the loss
+}
+
+func (h *hold) snapshot() snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return snapshot{h.state, h.holds, h.cause}
+}
+
+// lostCause is the error of a lost hold.
+func (h *hold) lostCause() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == lost {
+		return h.cause
+	}
+	return ErrLockLost
+}
+
+func (h *hold) generation() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
+}
+
+// enter and exit count the acquire calls of the handle under way; exit
+// reports whether another one is still waiting (as the same owner, in the
+// same place in a queue).
+func (h *hold) enter() {
+	h.mu.Lock()
+	h.acquiring++
+	h.mu.Unlock()
+}
+
+func (h *hold) exit() (others bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.acquiring--
+	return h.acquiring > 0
+}
+
+// acquired records an acquisition that left want holds, whose lease
+// (0: the watchdog's) was set at start or later: free to held for a first
+// hold (want 1); a re-entry keeps the state (held, lapsed, or lost when a
+// loss was reported while the re-entry ran). It returns false, recording
+// nothing, when the hold needs the watchdog and the client has closed.
+func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	first := want == 1
+	gen := h.gen
+	if first {
+		gen++
+	}
+	if lease == 0 && !h.watched && !h.env.renew(gen, start) {
+		return false
+	}
+	h.holds, h.gen = want, gen
+	if first {
+		h.state = held
+		h.ctx, h.cancel, h.ended, h.latch, h.cause = nil, nil, nil, "", nil
+		h.since = start
+		h.watcher = h.env.watch(gen)
+	}
+	if lease == 0 {
+		h.stopExpiry()
+		h.lease = h.watchdogLease
+		h.watched = true
+		return true
+	}
+	if h.watched {
+		h.watched = false
+		h.env.unrenew()
+	}
+	h.lease = lease
+	h.startExpiry(start)
+	return true
+}
+
+// startExpiry ends the hold's context when its fixed lease, set in Redis at
+// start or later, runs out, less lossMargin. h.mu is held.
+func (h *hold) startExpiry(start time.Time) {
+	h.stopExpiry()
+	gen, lease := h.gen, h.lease
+	h.expiry = time.AfterFunc(time.Until(start.Add(lease-lossMargin(lease))), func() {
+		h.end(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease))
+	})
+}
+
+func (h *hold) stopExpiry() {
+	if h.expiry != nil {
+		h.expiry.Stop()
+		h.expiry = nil
+	}
+}
+
+// current reports whether gen is the handle's hold, not yet lost: the
+// events of an older hold, or of one already lost, change nothing.
+func (h *hold) current(gen uint64) bool {
+	return h.gen == gen && h.state != free && h.state != lost
+}
+
+// end ends hold gen without a loss (its fixed lease ran out, the client
+// closed): its context ends, nothing renews it; the handle keeps its
+// holds for Unlock to release (held or unsettled to lapsed; releasing
+// stays, its reply decides).
+func (h *hold) end(gen uint64, cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.current(gen) {
+		return
+	}
+	if h.state != releasing {
+		h.state = lapsed
+	}
+	h.finish(cause)
+}
+
+// lose ends hold gen as lost with cause (a renewal or the hold watcher
+// found it gone). During a release the loss is pending: the reply decides.
+// When a release of the last hold is unsettled, that release may be what
+// removed the lock: the hold's context ends, and the next Unlock (or Lock)
+// settles the release and tells what it found.
+func (h *hold) lose(gen uint64, cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.loseLocked(gen, cause)
+}
+
+func (h *hold) loseLocked(gen uint64, cause error) {
+	switch {
+	case !h.current(gen):
+	case h.state == releasing:
+		h.cause = cause
+	case h.state == unsettled && h.holds == 1:
+		if h.watched {
+			h.watched = false
+			h.env.unrenew()
+		}
+		h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+	default:
+		h.state, h.cause = lost, cause
+		h.finish(cause)
+	}
+}
+
+// expire ends hold gen, under the watchdog, whose lease ran out by the
+// client's clock (less the margin) with no renewal confirmed. Unlike lose,
+// an expiry ends the hold's context at once even during a release: the
+// lease is over either way; the release's reply decides what Unlock
+// returns.
+func (h *hold) expire(gen uint64, cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case !h.current(gen):
+	case h.state == releasing:
+		h.cause = cause
+		h.endContext(cause)
+	default:
+		h.state, h.cause = lost, cause
+		h.finish(cause)
+	}
+}
+
+// watcherLost is lose for a hold watcher's finding, while w is still the
+// hold's watcher.
+func (h *hold) watcherLost(w *holdWatcher, cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watcher == w {
+		h.loseLocked(w.gen, cause)
+	}
+}
+
+// unwatch stops the hold watcher (before a release or a force release
+// that publishes on the channel it listens to). h.mu is held.
+func (h *hold) unwatch() {
+	if h.watcher != nil {
+		h.watcher.stop()
+		h.watcher = nil
+	}
+}
+
+// finish stops the renewal, the watcher and the expiry of the current
+// hold and cancels its context. h.mu is held.
+func (h *hold) finish(cause error) {
+	h.latch = ""
+	h.unwatch()
+	h.stopExpiry()
+	if h.watched {
+		h.watched = false
+		h.env.unrenew()
+	}
+	h.endContext(cause)
+}
+
+// endContext cancels the current hold's context with cause, unless it has
+// ended already (the first cause stands). h.mu is held.
+func (h *hold) endContext(cause error) {
+	if h.ended != nil {
+		return
+	}
+	h.ended = cause
+	if h.cancel != nil {
+		h.cancel(cause)
+	}
+	h.env.ended(cause, h.since)
+}
+
+// free ends every hold (held, lapsed, unsettled, lost) with cause: a
+// force release. h.mu is not held.
+func (h *hold) forceFreed(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == free {
+		return
+	}
+	h.state, h.holds, h.cause = free, 0, nil
+	h.finish(cause)
+}
+
+// stopWatching stops the hold watcher, for a force release.
+func (h *hold) stopWatching() {
+	h.mu.Lock()
+	h.unwatch()
+	h.mu.Unlock()
+}
+
+// release is one release request of a hold, from beginRelease to released.
+type release struct {
+	lease   time.Duration
+	latch   string
+	holds   int
+	watched bool
+	resend  bool // an earlier send of this request got no reply
+	start   time.Time
+}
+
+// beginRelease starts the release of one hold: held, lapsed or unsettled
+// to releasing. It returns ErrNotHeld when free; in lost it counts one
+// hold down (free after the last) and returns the loss. detached says the
+// caller's context has ended: for the last hold under the watchdog, the
+// watchdog stops renewing at once.
+func (h *hold) beginRelease(newLatch func() string, detached bool) (release, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.state {
+	case free:
+		return release{}, ErrNotHeld
+	case lost:
+		err := h.cause
+		if h.holds--; h.holds == 0 {
+			h.state, h.cause = free, nil
+		}
+		return release{}, err
+	case releasing:
+		panic("lualock: hold: two releases at once")
+	}
+	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
+	if detached && r.holds == 1 && r.watched {
+		h.env.stopRenewing()
+	}
+	if !r.resend {
+		h.latch = newLatch()
+	}
+	r.latch = h.latch
+	h.state, h.cause = releasing, nil
+	if r.holds == 1 {
+		// The last release publishes on the lock's channel: the handle's
+		// own hold watcher (Options.WatchHolds) must not take it for a
+		// force unlock.
+		h.unwatch()
+	}
+	return r, nil
+}
+
+// stopRenewingLast stops the renewal of a last hold under the watchdog
+// whose release goes on after the caller's context ended.
+func (h *hold) stopRenewingLast(r release) {
+	if r.holds == 1 && r.watched {
+		h.env.stopRenewing()
+	}
+}
+
+// unconfirmed ends a release that got no reply: releasing to unsettled
+// (the next Unlock or Lock sends it again), or, when detached (nobody will
+// call again) and it was the last hold, to free: its renewal has stopped,
+// so the lock is gone within its lease at worst. A loss reported during
+// the release stands.
+func (h *hold) unconfirmed(r release, err error, detached bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pending := h.cause
+	h.cause = nil
+	if detached && r.holds == 1 {
+		h.state, h.holds = free, 0
+		if pending != nil {
+			h.finish(pending)
+			return fmt.Errorf("the release was not confirmed (%w), and the lease ran out meanwhile (%w)", err, pending)
+		}
+		h.finish(fmt.Errorf("%w: unlocked after its context ended; the release was not confirmed", ErrNotHeld))
+		return fmt.Errorf("the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", err, r.lease)
+	}
+	switch {
+	case pending != nil:
+		h.state, h.cause = lost, pending
+		h.finish(pending)
+	case h.latch == "":
+		h.state = lapsed // the hold ended meanwhile (finish dropped the request)
+	default:
+		h.state = unsettled
+	}
+	return err
+}
+
+// released records the reply of a release (res, see protocol.release):
+// releasing to free, held (or lapsed) for a partial release, or lost.
+func (h *hold) released(r release, res *int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pending := h.cause
+	h.cause, h.latch = nil, ""
+	switch {
+	case res == nil && r.resend && r.holds == 1:
+		// The release was sent before without a reply, and its latch has
+		// expired: the lock is gone because that send released it, or
+		// because it was lost before. Either way this hold has ended, as
+		// the caller asked; nothing says it was taken away.
+		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
+		h.state, h.holds = free, 0
+		h.finish(cause)
+		return cause
+	case res == nil && r.watched:
+		// The watchdog kept the lease: the lock was taken away (deleted,
+		// force-unlocked, wiped by Redis) before a renewal noticed. Each
+		// remaining hold's Unlock reports the loss too.
+		cause := fmt.Errorf("%w: %w", ErrLockLost, errLostAtUnlock)
+		if h.holds--; h.holds > 0 {
+			h.state, h.cause = lost, cause
+		} else {
+			h.state = free
+		}
+		h.finish(cause)
+		return cause
+	case res == nil:
+		h.state, h.holds = free, 0
+		h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
+		return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
+	case *res == 0 && pending != nil:
+		// A replayed partial release, but the lock was lost meanwhile.
+		h.holds--
+		h.state, h.cause = lost, pending
+		h.finish(pending)
+	case *res == 0 && h.holds > 1:
+		h.holds--
+		h.state = held
+		if h.ended != nil {
+			h.state = lapsed
+		}
+		if !h.watched {
+			h.startExpiry(r.start) // the release set the fixed lease again
+		}
+	default:
+		h.state, h.holds = free, 0
+		h.finish(ErrNotHeld)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package lualock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// fakeHoldEnv records what a hold asks of its handle.
+type fakeHoldEnv struct {
+	renewed, unrenewed, stopped int
+	ends                        []error
+	closed                      bool
+}
+
+func (e *fakeHoldEnv) renew(uint64, time.Time) bool { e.renewed++; return !e.closed }
+func (e *fakeHoldEnv) unrenew()                     { e.unrenewed++ }
+func (e *fakeHoldEnv) stopRenewing()                { e.stopped++ }
+func (e *fakeHoldEnv) watch(uint64) *holdWatcher    { return nil }
+func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
+	e.ends = append(e.ends, cause)
+}
+
+func newTestHold() (*hold, *fakeHoldEnv) {
+	env := &fakeHoldEnv{}
+	return &hold{env: env, watchdogLease: 30 * time.Second}, env
+}
+
+func latchFunc() string { return "latch:1" }
+
+func one(n int64) *int64 { return &n }
+
+func wantState(t *testing.T, h *hold, s holdState, holds int) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != s || h.holds != holds {
+		t.Fatalf("hold is %v with %d holds, want %v with %d", h.state, h.holds, s, holds)
+	}
+}
+
+func TestHold_transitions(t *testing.T) {
+	t.Run("lock, re-enter, unlock twice", func(t *testing.T) {
+		h, env := newTestHold()
+		if ctx := h.context(); !errors.Is(context.Cause(ctx), ErrNotHeld) {
+			t.Fatalf("free hold's context cause = %v", context.Cause(ctx))
+		}
+		h.acquired(1, 0, time.Now())
+		wantState(t, h, held, 1)
+		ctx := h.context()
+		h.acquired(2, 0, time.Now())
+		wantState(t, h, held, 2)
+		r, err := h.beginRelease(latchFunc, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, h, releasing, 2)
+		if err := h.released(r, one(0)); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, h, held, 1)
+		r, _ = h.beginRelease(latchFunc, false)
+		if err := h.released(r, one(1)); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, h, free, 0)
+		if context.Cause(ctx) != ErrNotHeld || env.renewed != 1 || env.unrenewed != 1 || len(env.ends) != 1 {
+			t.Fatalf("cause %v, renewed %d, unrenewed %d, ends %v", context.Cause(ctx), env.renewed, env.unrenewed, env.ends)
+		}
+		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("release of a free hold: %v", err)
+		}
+	})
+	t.Run("a loss during the release waits for its reply", func(t *testing.T) {
+		h, _ := newTestHold()
+		h.acquired(1, 0, time.Now())
+		h.acquired(2, 0, time.Now())
+		ctx := h.context()
+		r, _ := h.beginRelease(latchFunc, false)
+		h.lose(h.generation(), ErrLockLost)
+		wantState(t, h, releasing, 2)
+		if ctx.Err() != nil {
+			t.Fatal("a pending loss ended the context")
+		}
+		if err := h.released(r, one(0)); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, h, lost, 1)
+		if !errors.Is(context.Cause(ctx), ErrLockLost) {
+			t.Fatalf("cause %v", context.Cause(ctx))
+		}
+		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("unlock of a lost hold: %v", err)
+		}
+		wantState(t, h, free, 0)
+	})
+	t.Run("a last release that frees the lock makes a pending loss void", func(t *testing.T) {
+		h, _ := newTestHold()
+		h.acquired(1, 0, time.Now())
+		ctx := h.context()
+		r, _ := h.beginRelease(latchFunc, false)
+		h.lose(h.generation(), ErrLockLost)
+		if err := h.released(r, one(1)); err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, h, free, 0)
+		if context.Cause(ctx) != ErrNotHeld {
+			t.Fatalf("cause %v", context.Cause(ctx))
+		}
+	})
+	t.Run("a release without a reply is unsettled, then resent under its latch", func(t *testing.T) {
+		h, _ := newTestHold()
+		h.acquired(1, 0, time.Now())
+		r, _ := h.beginRelease(latchFunc, false)
+		boom := errors.New("boom")
+		if err := h.unconfirmed(r, boom, false); err != boom {
+			t.Fatalf("unconfirmed: %v", err)
+		}
+		wantState(t, h, unsettled, 1)
+		n := 0
+		r2, err := h.beginRelease(func() string { n++; return "latch:2" }, false)
+		if err != nil || !r2.resend || r2.latch != "latch:1" || n != 0 {
+			t.Fatalf("resend %+v, %v, new latches %d", r2, err, n)
+		}
+		// Past the latch the resend finds the lock gone: the hold ended,
+		// as asked, with no loss.
+		if err := h.released(r2, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+			t.Fatalf("released: %v", err)
+		}
+		wantState(t, h, free, 0)
+	})
+	t.Run("a detached last release without a reply ends the hold", func(t *testing.T) {
+		h, env := newTestHold()
+		h.acquired(1, 0, time.Now())
+		r, _ := h.beginRelease(latchFunc, true)
+		if env.stopped != 1 {
+			t.Fatalf("renewal stopped %d times", env.stopped)
+		}
+		if err := h.unconfirmed(r, errors.New("boom"), true); err == nil {
+			t.Fatal("no error")
+		}
+		wantState(t, h, free, 0)
+	})
+	t.Run("a fixed lease running out lapses the hold", func(t *testing.T) {
+		h, env := newTestHold()
+		h.acquired(1, 5*time.Millisecond, time.Now())
+		ctx := h.context()
+		<-ctx.Done()
+		wantState(t, h, lapsed, 1)
+		if !errors.Is(context.Cause(ctx), ErrNotHeld) || env.renewed != 0 {
+			t.Fatalf("cause %v, renewed %d", context.Cause(ctx), env.renewed)
+		}
+		r, _ := h.beginRelease(latchFunc, false)
+		if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("released: %v", err)
+		}
+		wantState(t, h, free, 0)
+	})
+	t.Run("events of an older hold change nothing", func(t *testing.T) {
+		h, _ := newTestHold()
+		h.acquired(1, 0, time.Now())
+		old := h.generation()
+		r, _ := h.beginRelease(latchFunc, false)
+		_ = h.released(r, one(1))
+		h.acquired(1, 0, time.Now())
+		h.lose(old, ErrLockLost)
+		h.expire(old, ErrLockLost)
+		wantState(t, h, held, 1)
+	})
+	t.Run("no watchdog after close", func(t *testing.T) {
+		h, env := newTestHold()
+		env.closed = true
+		if h.acquired(1, 0, time.Now()) {
+			t.Fatal("acquired under a closed watchdog")
+		}
+		wantState(t, h, free, 0)
+	})
+}
