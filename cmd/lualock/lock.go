@@ -54,11 +54,12 @@ type lockArgs struct {
 	fair        bool
 	quiet       bool
 	notObtained int
+	permits     int // -semaphore N: take one permit of N (semaphore.go)
 }
 
 func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	begin := time.Now() // -wait counts from here
-	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
+	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
 	var a lockArgs
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
@@ -67,6 +68,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&a.lease, "lease", "hold the lock with a fixed lease `D`, not renewed; the command is stopped if it runs longer (default: watchdog)")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command when the lock is lost")
 	fs.BoolVar(&a.fair, "fair", false, "take a fair (FIFO) lock, Redisson's RFairLock")
+	fs.IntVar(&a.permits, "semaphore", 0, "take one permit of the permit-expirable semaphore NAME (Redisson's RPermitExpirableSemaphore), setting it to `N` permits if it does not exist; the permit is renewed like a lock, and comes back when lualock dies")
 	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
 	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
@@ -102,6 +104,8 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usagef(stderr, "lock: -grace %v is negative", a.grace)
 	case a.notObtained < 0 || a.notObtained > 255:
 		return usagef(stderr, "lock: -E %d, want 0..255", a.notObtained)
+	case a.permits < 0 || a.permits > 0 && a.fair:
+		return usagef(stderr, "lock: -semaphore %d, want N >= 1 and no -fair", a.permits)
 	}
 	if err := lualock.CheckName(a.name); err != nil {
 		return usagef(stderr, "lock: %v", clean(err))
@@ -148,6 +152,11 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
+	if a.permits > 0 {
+		defer rdb.Close()
+		defer client.Close()
+		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, stdin, stdout, stderr)
+	}
 	lock := newLock(client, a.name, a.fair)
 	// From here on the signals are ours: they stop the wait, or go to the
 	// command. Before, their default action ends lualock, holding nothing.
@@ -186,7 +195,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		release(lock, a.name, stderr)
 		return errorf(stderr, code, "%v", err)
 	}
-	return supervise(sup, lock, hold, &a, sigs, stderr)
+	return supervise(sup, func() error { return release(lock, a.name, stderr) }, hold, &a, sigs, stderr)
 }
 
 // acquire takes the lock as the flags say, within deadline when it is set.
@@ -263,9 +272,9 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 }
 
 // supervise waits for the command while forwarding signals to its process
-// group and watching the hold, then releases the lock. It returns the exit
-// code.
-func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
+// group and watching the hold, then releases the lock (or permit) with
+// release. It returns the exit code.
+func supervise(sup *supervisor, release func() error, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
 	var lost error
 	holdDone := hold.Done()
 	status := -1
@@ -286,7 +295,7 @@ func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *loc
 				sup.close()
 				sup.killTree()
 				fmt.Fprintf(stderr, "lualock: the supervisor of %s died; the command's processes were killed\n", a.command[0])
-				release(lock, a.name, stderr)
+				_ = release()
 				return exitError
 			case strings.HasPrefix(line, "exit "):
 				status, _ = strconv.Atoi(strings.TrimPrefix(line, "exit "))
@@ -301,7 +310,7 @@ func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *loc
 	if lost != nil {
 		return exitLost
 	}
-	if err := release(lock, a.name, stderr); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
+	if err := release(); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
 		return exitLost // gone before the release: the command may have run without it
 	}
 	return status
