@@ -207,6 +207,7 @@ func (s *PermitExpirableSemaphore) release(ctx context.Context, id []byte) (bool
 			generated.ExpirableSemaphoreReleaseArgs{LatchMS: s.c.env.latchMS, Publish: s.c.env.publish, IDs: [][]byte{id}})
 		return err
 	})
+	s.c.dropLatch(err, req)
 	return v == 1, err
 }
 

@@ -69,6 +69,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, er
 			generated.LatchTrySetCountArgs{Count: count, LatchMS: l.c.env.latchMS, Publish: l.c.env.publish})
 		return err
 	})
+	l.c.dropLatch(err, req)
 	return v == 1, wrapErr(verbSetCount, l.name, err)
 }
 
@@ -82,12 +83,14 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 		return wrapErr(verbCountDown, l.name, err)
 	}
 	req, _ := newRequest(l.name)
-	return wrapErr(verbCountDown, l.name, l.c.call(ctx, func(ctx context.Context) error {
+	err := l.c.call(ctx, func(ctx context.Context) error {
 		_, err := generated.LatchCountDown(ctx, l.c.env.calls,
 			generated.LatchCountDownKeys{Latch: l.name, Channel: l.channel, Request: req},
 			generated.LatchCountDownArgs{LatchMS: l.c.env.latchMS, Publish: l.c.env.publish})
 		return err
-	}))
+	})
+	l.c.dropLatch(err, req)
+	return wrapErr(verbCountDown, l.name, err)
 }
 
 // Count returns the count: 0 when the latch is open. It returns

@@ -93,6 +93,7 @@ func (s *Semaphore) trySet(ctx context.Context, permits int, ttl time.Duration) 
 			generated.SemaphoreTrySetPermitsArgs{Permits: int64(permits), TTLMS: ttl.Milliseconds(), LatchMS: s.c.env.latchMS, Publish: s.c.env.publish})
 		return err
 	})
+	s.c.dropLatch(err, req)
 	return v == 1, wrapErr(verbSetPermits, s.name, err)
 }
 
@@ -112,6 +113,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) (int, error) {
 			generated.SemaphoreAddPermitsArgs{Delta: int64(n), LatchMS: s.c.env.latchMS, Publish: s.c.env.publish})
 		return err
 	})
+	s.c.dropLatch(err, req)
 	return int(v), wrapErr(verbAddPermits, s.name, err)
 }
 
@@ -145,6 +147,7 @@ func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 			generated.SemaphoreDrainArgs{LatchMS: s.c.env.latchMS})
 		return err
 	})
+	s.c.dropLatch(err, req)
 	return int(v), wrapErr(verbDrain, s.name, err)
 }
 
@@ -194,6 +197,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 		return ok, 0, err
 	})
 	if err == nil {
+		s.c.dropLatch(nil, req)
 		return nil
 	}
 	if unknown || claimed {
@@ -233,10 +237,12 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 
 func (s *Semaphore) release(ctx context.Context, n int) error {
 	req, _ := newRequest(s.name)
-	return s.c.call(ctx, func(ctx context.Context) error {
+	err := s.c.call(ctx, func(ctx context.Context) error {
 		_, err := generated.SemaphoreRelease(ctx, s.c.env.calls,
 			generated.SemaphoreReleaseKeys{Sem: s.name, Channel: s.channel, Request: req},
 			generated.SemaphoreReleaseArgs{Permits: int64(n), LatchMS: s.c.env.latchMS, Publish: s.c.env.publish})
 		return err
 	})
+	s.c.dropLatch(err, req)
+	return err
 }

@@ -63,6 +63,15 @@ func newRequest(name string) (key, id string) {
 	return keys.Tag(requestPrefix, name) + ":" + id, id
 }
 
+// dropLatch has the sweeper delete the request latch req once its call
+// got Redis's reply (err is nil or Redis's error): nothing resends it any
+// more. Left alone it would live Options.UnlockLatch.
+func (c *Client) dropLatch(err error, req string) {
+	if err == nil || isRedisError(err) {
+		c.latches.drop(req)
+	}
+}
+
 // checkCount returns ErrInvalid unless n is at least min.
 func checkCount(what string, n, min int64) error {
 	if n < min {
