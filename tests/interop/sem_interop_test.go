@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/generated"
 )
 
@@ -60,6 +62,9 @@ func TestRedissonSemaphores(t *testing.T) {
 				t.Run("expirable/deadHolder", s.expDeadHolder)
 				t.Run("latch/goOpensJava", s.latchGoOpensJava)
 				t.Run("latch/javaOpensGo", s.latchJavaOpensGo)
+				t.Run("objects/semaphore", s.objSemaphore)
+				t.Run("objects/expirable", s.objExpirable)
+				t.Run("objects/latch", s.objLatch)
 			})
 		}
 	}
@@ -644,5 +649,148 @@ func (s *semSuite) latchJavaOpensGo(t *testing.T) {
 	}
 	if c := l.count(t); c != 0 {
 		t.Fatalf("Go count after Redisson's countDown = %d, want 0", c)
+	}
+}
+
+// goClient returns a lualock client for the suite: the default pub/sub
+// kind, or on a cluster shared with Redisson 3.16 (which publishes and
+// listens with PUBLISH/SUBSCRIBE) both kinds.
+func (s *semSuite) goClient(t *testing.T) *lualock.Client {
+	t.Helper()
+	return newClient(t, s.b.rdb, s.goOptions())
+}
+
+func (s *semSuite) goOptions() lualock.Options {
+	var o lualock.Options
+	if s.b.cluster && !s.j.atLeast(3, 22) {
+		o.PubSub = lualock.PubSubBoth
+	}
+	return o
+}
+
+// objSemaphore: lualock's Semaphore and Redisson's RSemaphore on one name:
+// a Go Acquire waiting for 2 permits is woken by Redisson's releases, and a
+// Redisson acquire() blocked behind Go is woken by Go's Release, each
+// within wakeBound.
+func (s *semSuite) objSemaphore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sem := s.goClient(t).NewSemaphore(uniqueName(t))
+	if !s.javaBool(t, "j", "sem.tryset", sem.Name(), 2) {
+		t.Fatal("Redisson trySetPermits = false")
+	}
+	s.ag.do(t, "j", "sem.acquire", sem.Name(), 2)
+	got := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := sem.Acquire(ctx, 2)
+		got <- time.Now()
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	s.ag.do(t, "j", "sem.release", sem.Name(), 1)
+	r := s.ag.do(t, "j", "sem.release", sem.Name(), 1)
+	at := <-got
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if d := at.Sub(r.t0); d > wakeBound {
+		t.Fatalf("Go Acquire woke %v after Redisson's release, want < %v", d, wakeBound)
+	} else {
+		t.Logf("Redisson release -> Go Semaphore.Acquire(2): %v", d)
+	}
+	ch := s.ag.send("w", "sem.acquire", sem.Name(), 1)
+	subscribed(t, s.b.rdb, semTag("redisson_sc", sem.Name()))
+	time.Sleep(50 * time.Millisecond)
+	released := time.Now()
+	if err := sem.Release(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	jr := s.ag.await(t, ch, "acquire", 10*time.Second)
+	if d := jr.t1.Sub(released); d > wakeBound {
+		t.Fatalf("Redisson woke %v after Go's Release, want < %v", d, wakeBound)
+	} else {
+		t.Logf("Go Semaphore.Release -> Redisson acquire(): %v", d)
+	}
+	if n, err := sem.AvailablePermits(ctx); err != nil || n != 1 {
+		t.Fatalf("AvailablePermits = %d, %v; want 1", n, err)
+	}
+}
+
+// objExpirable: lualock's PermitExpirableSemaphore beside Redisson's: a Go
+// permit under the watchdog (lease 1.5 s) outlives three leases while a
+// Redisson tryAcquire waits; Go's Release wakes it; with 4.x, Go releases
+// Redisson's permit by its id.
+func (s *semSuite) objExpirable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := s.goOptions()
+	o.WatchdogLease = goWatchdog
+	sem := newClient(t, s.b.rdb, o).NewPermitExpirableSemaphore(uniqueName(t))
+	if ok, err := sem.TrySetPermits(ctx, 1); err != nil || !ok {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	p, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.ag.send("p", "psem.tryacquire", sem.Name(), 10_000, 60_000)
+	time.Sleep(3 * goWatchdog)
+	if p.Context().Err() != nil {
+		t.Fatalf("Go permit ended: %v", context.Cause(p.Context()))
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("Redisson got a permit while the Go permit was renewed: %+v", r)
+	default:
+	}
+	released := time.Now()
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := s.ag.await(t, ch, "tryAcquire", 15*time.Second)
+	if r.val == "null" {
+		t.Fatal("Redisson's tryAcquire got nothing")
+	}
+	if d := r.t1.Sub(released); d > wakeBound {
+		t.Fatalf("Redisson got the permit %v after Go's Release, want < %v", d, wakeBound)
+	} else {
+		t.Logf("Go Permit.Release -> Redisson tryAcquire: %v", d)
+	}
+	if s.j.atLeast(3, 17) {
+		if err := sem.ReleaseID(ctx, r.val); err != nil {
+			t.Fatalf("Go ReleaseID of Redisson's permit: %v", err)
+		}
+	} else if err := sem.ReleaseID(ctx, r.val); !errors.Is(err, lualock.ErrNotHeld) {
+		t.Fatalf("Go ReleaseID of a 3.16 permit: %v, want ErrNotHeld (hex-text ids)", err)
+	}
+}
+
+// objLatch: lualock's CountDownLatch beside Redisson's: Go's Await is
+// released by Redisson's countDown within wakeBound.
+func (s *semSuite) objLatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := s.goClient(t).NewCountDownLatch(uniqueName(t))
+	if !s.javaBool(t, "l", "latch.tryset", l.Name(), 1) {
+		t.Fatal("Redisson trySetCount = false")
+	}
+	got := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := l.Await(ctx)
+		got <- time.Now()
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	r := s.ag.do(t, "l", "latch.countdown", l.Name())
+	at := <-got
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if d := at.Sub(r.t0); d > wakeBound {
+		t.Fatalf("Go Await returned %v after Redisson's countDown, want < %v", d, wakeBound)
+	} else {
+		t.Logf("Redisson countDown -> Go Await: %v", d)
 	}
 }
