@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -277,9 +278,10 @@ func (p *Permit) end(cause error) {
 	p.cancel(cause)
 }
 
-// Release gives the permit back and wakes waiters. It returns ErrNotHeld
-// when the permit was not held any more (released before, expired and
-// given back, or released by someone else), ErrInvalid for a nil ctx,
+// Release gives the permit back and wakes waiters. It returns ErrLockLost
+// (the Context's cause) for a permit whose loss a renewal found, ErrNotHeld
+// when the permit was not held any more otherwise (released before, its
+// fixed lease ran out and it was given back), ErrInvalid for a nil ctx,
 // ErrClosed, ctx's error or the Redis error. A release whose reply was lost
 // is sent again under its request latch, so it counts once.
 func (p *Permit) Release(ctx context.Context) error {
@@ -290,9 +292,14 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p.released.Swap(true) {
 		return wrapErr(verbRelease, s.name, fmt.Errorf("%w: permit %s released already", ErrNotHeld, p.ID()))
 	}
+	lost := context.Cause(p.ctx) // set when the permit was lost before
 	p.end(fmt.Errorf("%w: released", ErrNotHeld))
 	ok, err := s.release(ctx, p.id)
-	if err == nil && !ok {
+	switch {
+	case err != nil || ok:
+	case errors.Is(lost, ErrLockLost):
+		err = lost
+	default:
 		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
 	}
 	return wrapErr(verbRelease, s.name, err)

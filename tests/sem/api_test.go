@@ -323,6 +323,9 @@ func TestPermitAPI_watchdog(t *testing.T) {
 		if !errors.Is(context.Cause(lost.Context()), lualock.ErrLockLost) {
 			t.Fatalf("cause: %v, want ErrLockLost", context.Cause(lost.Context()))
 		}
+		if err := lost.Release(c); !errors.Is(err, lualock.ErrLockLost) {
+			t.Fatalf("Release of a lost permit: %v, want ErrLockLost", err)
+		}
 	})
 }
 
