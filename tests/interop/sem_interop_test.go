@@ -65,6 +65,7 @@ func TestRedissonSemaphores(t *testing.T) {
 				t.Run("objects/semaphore", s.objSemaphore)
 				t.Run("objects/expirable", s.objExpirable)
 				t.Run("objects/latch", s.objLatch)
+				t.Run("objects/multiLock", s.objMultiLock)
 			})
 		}
 	}
@@ -793,4 +794,55 @@ func (s *semSuite) objLatch(t *testing.T) {
 	} else {
 		t.Logf("Redisson countDown -> Go Await: %v", d)
 	}
+}
+
+// objMultiLock: a Redisson multi-lock and a lualock MultiLock over the same
+// two names (given in opposite orders) exclude each other: a Go TryLock
+// waiting while Redisson holds takes both within wakeBound of Redisson's
+// unlock, and Redisson's tryLock fails while Go holds and succeeds after
+// Go's Unlock.
+func (s *semSuite) objMultiLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := s.goClient(t)
+	base := uniqueName(t)
+	a, b := base+"a", base+"b"
+	javaNames := b + "," + a
+	// A wait of 1 s: 3.16's multi-lock treats only -1 as "one try" and
+	// fails a wait of 0 outright.
+	if !s.javaBool(t, "m", "mlock.trylock", javaNames, 1000) {
+		t.Fatal("Redisson's multi-lock tryLock on free locks = false")
+	}
+	m := c.NewMultiLock(c.NewLock(a), c.NewLock(b))
+	if err := m.TryLock(ctx, 100*time.Millisecond); !errors.Is(err, lualock.ErrNotObtained) {
+		t.Fatalf("Go TryLock while Redisson holds: %v, want ErrNotObtained", err)
+	}
+	got := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := m.TryLock(ctx, 10*time.Second)
+		got <- time.Now()
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	r := s.ag.do(t, "m", "mlock.unlock", javaNames)
+	at := <-got
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if d := at.Sub(r.t0); d > wakeBound {
+		t.Fatalf("Go MultiLock took both %v after Redisson's unlock, want < %v", d, wakeBound)
+	} else {
+		t.Logf("Redisson multi-lock unlock -> Go MultiLock: %v", d)
+	}
+	if s.javaBool(t, "m2", "mlock.trylock", javaNames, 0) {
+		t.Fatal("Redisson's multi-lock got the locks Go holds")
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.javaBool(t, "m2", "mlock.trylock", javaNames, 1000) {
+		t.Fatal("Redisson's multi-lock could not take the locks after Go's Unlock")
+	}
+	s.ag.do(t, "m2", "mlock.unlock", javaNames)
 }

@@ -56,6 +56,9 @@
 //     latch.countdown NAME               countDown()
 //     latch.count NAME                   getCount()
 //     latch.await NAME WAIT_MS           await(WAIT_MS); VALUE true|false
+//     mlock.trylock NAMES WAIT_MS        RedissonMultiLock over the RLocks NAMES
+//                                        (comma-separated): tryLock(WAIT_MS, -1); VALUE true|false
+//     mlock.unlock NAMES                 its unlock()
 //
 // "quit" (no id) ends it. The agent is the project's own test tool: it
 // calls only Redisson's public API.
@@ -159,7 +162,7 @@ public final class Agent {
     }
 
     private static String op(String[] a) throws Exception {
-        if (a[0].startsWith("sem.") || a[0].startsWith("psem.") || a[0].startsWith("latch.")) {
+        if (a[0].startsWith("sem.") || a[0].startsWith("psem.") || a[0].startsWith("latch.") || a[0].startsWith("mlock.")) {
             return semOp(a);
         }
         RLock l = lock(a[1], a[2]);
@@ -272,9 +275,23 @@ public final class Agent {
                 return String.valueOf(redisson.getCountDownLatch(name).getCount());
             case "latch.await":
                 return String.valueOf(redisson.getCountDownLatch(name).await(Long.parseLong(a[2]), TimeUnit.MILLISECONDS));
+            case "mlock.trylock":
+                return String.valueOf(multiLock(name).tryLock(Long.parseLong(a[2]), -1, TimeUnit.MILLISECONDS));
+            case "mlock.unlock":
+                multiLock(name).unlock();
+                return "true";
             default:
                 throw new IllegalArgumentException("unknown op " + a[0]);
         }
+    }
+
+    private static RLock multiLock(String names) {
+        String[] n = names.split(",");
+        RLock[] locks = new RLock[n.length];
+        for (int i = 0; i < n.length; i++) {
+            locks[i] = redisson.getLock(n[i]);
+        }
+        return redisson.getMultiLock(locks);
     }
 
     private static int semLoop(String name, int n, long permits, String insideKey, long holdMicros) throws Exception {
