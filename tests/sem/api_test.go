@@ -6,6 +6,7 @@ package sem
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 )
 
 // wakeBound bounds a wake-up after a release or count down: the waiters'
@@ -422,6 +424,92 @@ func TestLatchAPI_await(t *testing.T) {
 		if b.cluster {
 			if err := a.NewCountDownLatch("{app}:" + name).CountDown(c); !errors.Is(err, lualock.ErrInvalid) {
 				t.Fatalf("braced latch name on a cluster: %v, want ErrInvalid", err)
+			}
+		}
+	})
+}
+
+// eofReply lets an EVALSHA of one script run, then loses its reply with
+// io.EOF (a transient error: the client resends) while armed.
+type eofReply struct {
+	sha   string
+	armed atomic.Int32
+}
+
+func (h *eofReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *eofReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *eofReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if err == nil && len(args) > 1 && args[0] == "evalsha" && args[1] == h.sha && h.armed.Add(-1) >= 0 {
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return err
+	}
+}
+
+// TestSemaphoreAPI_lostReplies: replies of acquire, release, count down
+// and permit release lost (the scripts ran): the objects resend under the
+// same request id and nothing counts twice.
+func TestSemaphoreAPI_lostReplies(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c := ctx(t)
+		hooks := map[string]*eofReply{}
+		for _, sha := range []string{generated.SemaphoreAcquireSHA1, generated.SemaphoreReleaseSHA1, generated.LatchCountDownSHA1, generated.ExpirableSemaphoreReleaseSHA1} {
+			hooks[sha] = &eofReply{sha: sha}
+			b.rdb.AddHook(hooks[sha])
+		}
+		cl := newClient(t, b, lualock.Options{})
+		s := cl.NewSemaphore(uniqueName(t, false))
+		if _, err := s.TrySetPermits(c, 5); err != nil {
+			t.Fatal(err)
+		}
+		hooks[generated.SemaphoreAcquireSHA1].armed.Store(2)
+		if err := s.Acquire(c, 2); err != nil {
+			t.Fatal(err)
+		}
+		hooks[generated.SemaphoreReleaseSHA1].armed.Store(2)
+		if err := s.Release(c, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.AvailablePermits(c); err != nil || n != 4 {
+			t.Fatalf("available %d (%v) after acquire 2 and release 1 with lost replies, want 4", n, err)
+		}
+
+		l := cl.NewCountDownLatch(uniqueName(t, false))
+		if _, err := l.TrySetCount(c, 3); err != nil {
+			t.Fatal(err)
+		}
+		hooks[generated.LatchCountDownSHA1].armed.Store(2)
+		if err := l.CountDown(c); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.Count(c); err != nil || n != 2 {
+			t.Fatalf("count %d (%v) after one count down with lost replies, want 2", n, err)
+		}
+
+		e := cl.NewPermitExpirableSemaphore(uniqueName(t, false))
+		if _, err := e.TrySetPermits(c, 2); err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.AcquireLease(c, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks[generated.ExpirableSemaphoreReleaseSHA1].armed.Store(1)
+		if err := p.Release(c); err != nil {
+			t.Fatalf("Release with a lost reply: %v, want nil (the resend replays it)", err)
+		}
+		if av, held, err := e.AvailablePermits(c); err != nil || av != 2 || held != 0 {
+			t.Fatalf("available, held = %d, %d (%v); want 2, 0", av, held, err)
+		}
+		for sha, h := range hooks {
+			if h.armed.Load() > 0 {
+				t.Errorf("hook %s not hit", sha[:8])
 			}
 		}
 	})
