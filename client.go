@@ -4,22 +4,20 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 	"github.com/lualock/lualock/internal/wake"
+	"github.com/lualock/lualock/luart"
 )
 
 // Client makes locks on one Redis deployment. It owns the watchdog that
@@ -32,8 +30,7 @@ import (
 // deployment) and share it: its id is part of every owner field.
 type Client struct {
 	rdb     redis.UniversalClient
-	scripts redis.Scripter // runs the lock scripts: Options.Scripter or rdb
-	env     *scriptEnv     // what every protocol sends with its scripts
+	env     *scriptEnv // the scripters every protocol runs its scripts on, and their settings
 	cfg     config
 	id      string
 	holders atomic.Int64  // last holder id handed out
@@ -41,7 +38,9 @@ type Client struct {
 	closing chan struct{} // closed by Close
 	done    chan struct{} // closed when Close has stopped everything
 	once    sync.Once
-	wd      *watchdog
+	wd      *renew.Watchdog
+	ctx     context.Context // cancelled by Close: ends background calls in flight
+	cancel  context.CancelFunc
 	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
 	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
@@ -93,8 +92,19 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, scripts: scripts, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
-	c.env = &scriptEnv{scripts: scripts, calls: scripts, publish: cfg.publish, latchMS: cfg.UnlockLatch.Milliseconds()}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c.env = &scriptEnv{
+		// The acquisition loop retries transient errors itself, with its
+		// own backoff inside the caller's wait: the scripts it sends go
+		// once per attempt, with no retry of luart's under it.
+		scripts: luart.WithRetry(scripts, luart.Retry{Attempts: 1}),
+		// The calls no loop of the runtime retries (release, force
+		// release, leave, status) keep luagen's default policy.
+		calls:   luart.WithRetry(scripts, luart.DefaultRetry()),
+		publish: cfg.publish,
+		latchMS: cfg.UnlockLatch.Milliseconds(),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
 	c.latches = newLatchSweeper(rdb)
@@ -126,7 +136,8 @@ func (c *Client) Close() error {
 		return nil
 	}
 	defer close(c.done)
-	c.wd.close()
+	c.cancel()
+	c.wd.Close()
 	err := c.hub.Close()
 	c.bgMu.Lock()
 	c.bgDone = true
@@ -185,7 +196,7 @@ type Stats struct {
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
-	s := Stats{Watched: c.wd.size()}
+	s := Stats{Watched: c.wd.Len()}
 	s.Waiters, s.Subscriptions, s.PubSubConns = c.hub.Counts()
 	return s
 }
@@ -236,47 +247,20 @@ func uuid4() (string, error) {
 }
 
 // transient reports whether a Redis error may pass when the call is sent
-// again: network failures, a full connection pool or server, and the errors
-// of a server loading data or of a cluster or failover in progress. Context
-// errors are not transient, nor is a host name that does not resolve (a
-// typo would otherwise make Lock retry forever).
-func transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
-		return true
-	}
-	if dns := (*net.DNSError)(nil); errors.As(err, &dns) {
-		return !dns.IsNotFound
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	for _, p := range []string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "BUSY", "NOREPLICAS", "max number of clients"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
+// again: luart.Transient, the one classifier of the module.
+func transient(err error) bool { return luart.Transient(err) }
+
+// backoff is the capped, jittered exponential backoff of the acquisition
+// loop: luart.Backoff from Options.RetryMin to RetryMax.
+type backoff struct{ luart.Backoff }
+
+func (c *Client) newBackoff() backoff {
+	return backoff{luart.NewBackoff(c.cfg.RetryMin, c.cfg.RetryMax)}
 }
 
-// backoff is a capped, jittered exponential backoff.
-type backoff struct {
-	next, max time.Duration
-}
-
-func (c *Client) newBackoff() backoff { return backoff{next: c.cfg.RetryMin, max: c.cfg.RetryMax} }
-
-// step returns the next pause: a random time in [d/2, d], d doubling up to max.
-func (b *backoff) step() time.Duration {
-	d := b.next
-	b.next = min(2*b.next, b.max)
-	return d/2 + rand.N(d/2+1)
-}
+// step returns the next pause: a random time in [d/2, d], d doubling up to
+// RetryMax.
+func (b *backoff) step() time.Duration { return b.Next() }
 
 // primary returns where a read of key must go to see the latest write: the
 // primary that serves its slot on a cluster (a cluster client set to read

@@ -1,59 +1,34 @@
 package lualock
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"syscall"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/luart"
 )
 
-// redisErr is a reply error as go-redis returns it (redis.Error).
-type redisErr string
-
-func (e redisErr) Error() string { return string(e) }
-func (redisErr) RedisError()     {}
-
-// TestTransient: the errors worth a retry during acquisition, and those
-// returned at once. A white-box test: the classification has no exported
-// surface but decides whether Lock retries or fails.
-func TestTransient(t *testing.T) {
-	cases := []struct {
-		err  error
-		want bool
-	}{
-		{nil, false},
-		{context.Canceled, false},
-		{fmt.Errorf("call: %w", context.DeadlineExceeded), false},
-		{io.EOF, true},
-		{io.ErrUnexpectedEOF, true},
-		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
-		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
-		{syscall.EPIPE, true},
-		{redis.ErrPoolTimeout, true},
-		{redis.ErrPoolExhausted, true},
-		{&net.DNSError{Err: "no such host", Name: "redsi", IsNotFound: true}, false},
-		{&net.DNSError{Err: "server misbehaving", Name: "redis", IsTemporary: true}, true},
-		{redisErr("LOADING Redis is loading the dataset in memory"), true},
-		{redisErr("TRYAGAIN Multiple keys request during rehashing of slot"), true},
-		{redisErr("CLUSTERDOWN The cluster is down"), true},
-		{redisErr("READONLY You can't write against a read only replica."), true},
-		{redisErr("MASTERDOWN Link with MASTER is down"), true},
-		{redisErr("BUSY Redis is busy running a script."), true},
-		{redisErr("NOREPLICAS Not enough good replicas to write."), true},
-		{redisErr("ERR max number of clients reached"), true},
-		{redisErr("NOSCRIPT No matching script."), false},
-		{redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
-		{redisErr("ERR lualock: lease_ms must be a positive integer"), false},
-		{errors.New("lualock: something else"), false},
-	}
-	for _, c := range cases {
-		if got := transient(c.err); got != c.want {
-			t.Errorf("transient(%v) = %v, want %v", c.err, got, c.want)
+// TestNew_retryPolicies: the acquire scripts run with no retry of luart's
+// (the acquisition loop is their only retry), the other calls with
+// luagen's default policy; both through Options.Scripter when set. The
+// classification itself is luart.Transient's, tested there.
+func TestNew_retryPolicies(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for name, o := range map[string]Options{"client": {}, "Options.Scripter": {Scripter: struct{ redis.Scripter }{rdb}}} {
+		c, err := New(rdb, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := luart.RetryOf(c.env.scripts); got != (luart.Retry{Attempts: 1}) {
+			t.Errorf("%s: acquire scripts' policy %+v, want Attempts 1", name, got)
+		}
+		if got := luart.RetryOf(c.env.calls); got != luart.DefaultRetry() {
+			t.Errorf("%s: other calls' policy %+v, want DefaultRetry", name, got)
+		}
+		if err := c.Close(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // fairMinRetry is the fallback timer of a fair waiter told "wait 0" (the
@@ -138,3 +139,6 @@ func (p *fair) timer(ttl time.Duration) (floor, ceil time.Duration) {
 	}
 	return fairMinWait, p.wait / 2
 }
+
+// renewal: the lock's hash, with lua/lock_renew.lua.
+func (p *fair) renewal() *renew.Spec { return lockRenewal }

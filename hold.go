@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // holdState is where a handle's ownership of its lock stands.
@@ -49,20 +51,24 @@ var holdStateNames = [...]string{"free", "held", "lapsed", "releasing", "unsettl
 
 func (s holdState) String() string { return holdStateNames[s] }
 
-// holdEnv is what a hold needs from its handle: the watchdog entry, the
+// holdEnv is what a hold needs from its handle: a watchdog entry, the
 // hold watcher and the observer.
 type holdEnv interface {
 	// renew puts hold gen, whose lease was set at start, under the
 	// watchdog; false when the client has closed.
-	renew(gen uint64, start time.Time) bool
-	// unrenew takes it out of the watchdog.
-	unrenew()
-	// stopRenewing renews it no more, but still reports its expiry.
-	stopRenewing()
+	renew(gen uint64, start time.Time) (renewal, bool)
 	// watch starts the hold watcher of hold gen (nil when none).
 	watch(gen uint64) *holdWatcher
 	// ended reports the end of a hold that began at since.
 	ended(cause error, since time.Time)
+}
+
+// renewal is a hold's watchdog entry (a *renew.Entry).
+type renewal interface {
+	Pause(ctx context.Context) error // no renewal runs or starts until Resume
+	Resume()
+	Stop()        // renew no more, still report the expiry
+	Remove() bool // forget it: no end is reported after
 }
 
 // hold is the ownership state of a handle: a state machine whose
@@ -80,6 +86,7 @@ type hold struct {
 	gen       uint64        // counts holds from first lock to last unlock
 	lease     time.Duration // lease of the current hold
 	watched   bool          // the watchdog renews the hold
+	entry     renewal       // the last watchdog entry, kept after its removal (a renewal of it may be in flight)
 	since     time.Time     // when the current hold's first acquisition began
 	latch     string        // releasing, unsettled: the latch key of the release request
 	cause     error         // lost: the loss; releasing: a loss reported meanwhile (pending)
@@ -173,8 +180,12 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	if first {
 		gen++
 	}
-	if lease == 0 && !h.watched && !h.env.renew(gen, start) {
-		return false
+	if lease == 0 && !h.watched {
+		e, ok := h.env.renew(gen, start)
+		if !ok {
+			return false
+		}
+		h.entry = e
 	}
 	h.holds, h.gen = want, gen
 	if first {
@@ -191,7 +202,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	}
 	if h.watched {
 		h.watched = false
-		h.env.unrenew()
+		h.entry.Remove()
 	}
 	h.lease = lease
 	h.startExpiry(start)
@@ -199,11 +210,11 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 }
 
 // startExpiry ends the hold's context when its fixed lease, set in Redis at
-// start or later, runs out, less lossMargin. h.mu is held.
+// start or later, runs out, less renew.LossMargin. h.mu is held.
 func (h *hold) startExpiry(start time.Time) {
 	h.stopExpiry()
 	gen, lease := h.gen, h.lease
-	h.expiry = time.AfterFunc(time.Until(start.Add(lease-lossMargin(lease))), func() {
+	h.expiry = time.AfterFunc(time.Until(start.Add(lease-renew.LossMargin(lease))), func() {
 		h.end(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease))
 	})
 }
@@ -254,15 +265,23 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 	case h.state == releasing:
 		h.cause = cause
 	case h.state == unsettled && h.holds == 1:
-		if h.watched {
-			h.watched = false
-			h.env.unrenew()
-		}
-		h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+		h.goneUnsettled(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
 	}
+}
+
+// goneUnsettled ends the context of a last hold found gone while its
+// release is unsettled: that release may be what removed the lock. The
+// hold stays unsettled: the next Unlock (or Lock) settles the release and
+// tells what it found. h.mu is held.
+func (h *hold) goneUnsettled(cause error) {
+	if h.watched {
+		h.watched = false
+		h.entry.Remove()
+	}
+	h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
 }
 
 // expire ends hold gen, under the watchdog, whose lease ran out by the
@@ -311,7 +330,7 @@ func (h *hold) finish(cause error) {
 	h.stopExpiry()
 	if h.watched {
 		h.watched = false
-		h.env.unrenew()
+		h.entry.Remove()
 	}
 	h.endContext(cause)
 }
@@ -380,7 +399,7 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	}
 	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
 	if detached && r.holds == 1 && r.watched {
-		h.env.stopRenewing()
+		h.entry.Stop()
 	}
 	if !r.resend {
 		h.latch = newLatch()
@@ -396,11 +415,36 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	return r, nil
 }
 
+// pauseRenewal keeps the watchdog off the hold while an acquisition sets
+// a fixed lease on it: no renewal sent before it returns stretches the
+// fixed lease to the watchdog's afterwards. resumeRenewal lets the watchdog
+// renew it again, if it is still watched. It returns ctx's error if ctx
+// ends first.
+func (h *hold) pauseRenewal(ctx context.Context) error {
+	h.mu.Lock()
+	e := h.entry // the last entry, even removed: its renewal may be in flight
+	h.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.Pause(ctx)
+}
+
+// resumeRenewal ends pauseRenewal.
+func (h *hold) resumeRenewal() {
+	h.mu.Lock()
+	e := h.entry
+	h.mu.Unlock()
+	if e != nil {
+		e.Resume()
+	}
+}
+
 // stopRenewingLast stops the renewal of a last hold under the watchdog
 // whose release goes on after the caller's context ended.
 func (h *hold) stopRenewingLast(r release) {
 	if r.holds == 1 && r.watched {
-		h.env.stopRenewing()
+		h.entry.Stop()
 	}
 }
 
@@ -408,7 +452,9 @@ func (h *hold) stopRenewingLast(r release) {
 // (the next Unlock or Lock sends it again), or, when detached (nobody will
 // call again) and it was the last hold, to free: its renewal has stopped,
 // so the lock is gone within its lease at worst. A loss reported during
-// the release stands.
+// the release of a last hold ends its context as lose does for an
+// unsettled one (the release may be what removed the lock); during the
+// release of an earlier hold it stands.
 func (h *hold) unconfirmed(r release, err error, detached bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -424,6 +470,12 @@ func (h *hold) unconfirmed(r release, err error, detached bool) error {
 		return fmt.Errorf("the release was not confirmed (%w); nothing renews the lock, so it expires within its lease (%v) at most", err, r.lease)
 	}
 	switch {
+	case pending != nil && r.holds == 1 && h.latch != "":
+		// The loss came while the release of the last hold was in
+		// flight, and that release got no reply: it may be what removed
+		// the lock, as when the loss comes after it.
+		h.state = unsettled
+		h.goneUnsettled(pending)
 	case pending != nil:
 		h.state, h.cause = lost, pending
 		h.finish(pending)

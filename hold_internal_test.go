@@ -14,10 +14,22 @@ type fakeHoldEnv struct {
 	closed                      bool
 }
 
-func (e *fakeHoldEnv) renew(uint64, time.Time) bool { e.renewed++; return !e.closed }
-func (e *fakeHoldEnv) unrenew()                     { e.unrenewed++ }
-func (e *fakeHoldEnv) stopRenewing()                { e.stopped++ }
-func (e *fakeHoldEnv) watch(uint64) *holdWatcher    { return nil }
+func (e *fakeHoldEnv) renew(uint64, time.Time) (renewal, bool) {
+	if e.closed {
+		return nil, false
+	}
+	e.renewed++
+	return fakeEntry{e}, true
+}
+
+// fakeEntry is a watchdog entry that counts what the hold asks of it.
+type fakeEntry struct{ e *fakeHoldEnv }
+
+func (f fakeEntry) Pause(context.Context) error  { return nil }
+func (f fakeEntry) Resume()                      {}
+func (f fakeEntry) Stop()                        { f.e.stopped++ }
+func (f fakeEntry) Remove() bool                 { f.e.unrenewed++; return true }
+func (e *fakeHoldEnv) watch(uint64) *holdWatcher { return nil }
 func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 	e.ends = append(e.ends, cause)
 }
@@ -129,6 +141,40 @@ func TestHold_transitions(t *testing.T) {
 			t.Fatalf("released: %v", err)
 		}
 		wantState(t, h, free, 0)
+	})
+	t.Run("a loss during a last release without a reply leaves it unsettled", func(t *testing.T) {
+		// The renewal may have found the lock gone because the release
+		// removed it: as for a loss after the release, the context ends
+		// with ErrNotHeld and the next Unlock settles the release.
+		h, env := newTestHold()
+		h.acquired(1, 0, time.Now())
+		ctx := h.context()
+		r, _ := h.beginRelease(latchFunc, false)
+		h.lose(h.generation(), ErrLockLost)
+		if err := h.unconfirmed(r, errors.New("boom"), false); err == nil {
+			t.Fatal("no error")
+		}
+		wantState(t, h, unsettled, 1)
+		if cause := context.Cause(ctx); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) || env.unrenewed != 1 {
+			t.Fatalf("cause %v, unrenewed %d", cause, env.unrenewed)
+		}
+		r, err := h.beginRelease(latchFunc, false)
+		if err != nil || !r.resend {
+			t.Fatalf("resend %+v, %v", r, err)
+		}
+		if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+			t.Fatalf("released: %v", err)
+		}
+		wantState(t, h, free, 0)
+	})
+	t.Run("a loss during an earlier release without a reply stands", func(t *testing.T) {
+		h, _ := newTestHold()
+		h.acquired(1, 0, time.Now())
+		h.acquired(2, 0, time.Now())
+		r, _ := h.beginRelease(latchFunc, false)
+		h.lose(h.generation(), ErrLockLost)
+		_ = h.unconfirmed(r, errors.New("boom"), false)
+		wantState(t, h, lost, 2)
 	})
 	t.Run("a detached last release without a reply ends the hold", func(t *testing.T) {
 		h, env := newTestHold()

@@ -97,8 +97,8 @@ func (w *holdWatcher) run() {
 // renewal decides.
 func (w *holdWatcher) check() {
 	l := w.l
-	// Under the watchdog's context, which Close cancels.
-	ctx, cancel := context.WithTimeout(l.c.wd.ctx, undoTimeout)
+	// Under the client's context, which Close cancels.
+	ctx, cancel := context.WithTimeout(l.c.ctx, undoTimeout)
 	defer cancel()
 	held, err := l.c.primary(ctx, l.name).HExists(ctx, l.name, l.field).Result()
 	if err != nil || held {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // NoExpiry is what RemainingLease returns for a lock that exists without an
@@ -41,6 +43,10 @@ type Lock struct {
 	invalid error  // set by a bad name
 	op      opLock // one acquisition or release of this handle at a time
 	h       hold   // the ownership state
+	// renewal is the watchdog entry of the handle's holds (the hold's
+	// entry), and renewalEnd its end callback, set by the first renew.
+	renewal    renew.Entry
+	renewalEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -162,11 +168,10 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	}
 	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
 	if a.lease != 0 {
-		resume, err := l.c.wd.quiesce(ctx, l)
-		if err != nil {
+		if err := l.h.pauseRenewal(ctx); err != nil {
 			return attemptResult{}, err // not sent
 		}
-		defer resume()
+		defer l.h.resumeRenewal()
 	}
 	a.woken = false // this attempt acts on the wake-up, if any
 	if want == 1 && l.p.queues() {
@@ -261,27 +266,10 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 	return err
 }
 
-// endHold ends hold gen with cause, for the watchdog: as lost (lost true)
-// or not (the client closed).
-func (l *Lock) endHold(gen uint64, cause error, lost bool) {
-	if lost {
-		l.h.lose(gen, cause)
-		return
-	}
-	l.h.end(gen, cause)
-}
-
-// expired ends hold gen, under the watchdog, whose lease ran out
-// unrenewed (see hold.expire).
-func (l *Lock) expired(gen uint64, cause error) { l.h.expire(gen, cause) }
-
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) renew(gen uint64, start time.Time) bool { return l.c.wd.add(l, gen, start) }
-func (l *Lock) unrenew()                               { l.c.wd.remove(l) }
-func (l *Lock) stopRenewing()                          { l.c.wd.stopRenewing(l) }
-func (l *Lock) watch(gen uint64) *holdWatcher          { return l.c.watchHold(l.p.holdChannel(), l, gen) }
+func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.

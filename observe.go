@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // Observer receives a Client's events, for metrics and traces. Each field
@@ -193,14 +195,14 @@ func (l *Lock) acquireEnded(ctx context.Context, start time.Time, wait time.Dura
 
 // renewCalled reports a renewal call of the watchdog to the observer and,
 // when it failed, to the logger.
-func (w *watchdog) renewCalled(b *batch, took time.Duration, err error) {
-	if o := w.c.cfg.Observer.Renew; o != nil {
-		o(RenewEvent{Locks: len(b.locks), Took: took, Err: err})
+func (c *Client) renewCalled(r renew.Call) {
+	if o := c.cfg.Observer.Renew; o != nil {
+		o(RenewEvent{Locks: len(r.Keys), Took: r.Took, Err: r.Err})
 	}
-	if log := w.c.cfg.Logger; log != nil && err != nil && len(b.locks) > 0 {
+	if log := c.cfg.Logger; log != nil && r.Err != nil && len(r.Keys) > 0 {
 		log.LogAttrs(context.Background(), slog.LevelWarn, "lualock: renewal failed",
-			slog.String("lock", b.locks[0].name), slog.String("owner", b.locks[0].field),
-			slog.Int("locks", len(b.locks)), slog.Any("err", err))
+			slog.String("lock", r.Keys[0]), slog.String("owner", r.Fields[0]),
+			slog.Int("locks", len(r.Keys)), slog.Any("err", r.Err))
 	}
 }
 

@@ -53,8 +53,11 @@ type Options struct {
 	UnlockLatch time.Duration
 
 	// RetryMin and RetryMax bound the jittered exponential backoff between
-	// attempts after a transient Redis error (connection reset, LOADING,
-	// TRYAGAIN, CLUSTERDOWN, READONLY). Defaults 10ms and 1s.
+	// acquisition attempts after a transient Redis error (luart.Transient:
+	// connection reset, pool timeout, LOADING, TRYAGAIN, CLUSTERDOWN,
+	// READONLY, BUSY, ...); that loop is the only retry of an acquisition.
+	// Unlock, ForceUnlock and Status send their script up to 3 times on
+	// such errors (luart.DefaultRetry). Defaults 10ms and 1s.
 	RetryMin, RetryMax time.Duration
 
 	// SubscriptionLinger is how long a channel stays subscribed after its

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // protocol is what one primitive does in Redis: its scripts, its keys and
@@ -41,6 +43,8 @@ type protocol interface {
 	holdChannel() string
 	// timer bounds the fallback timer of a waiter told to wait ttl.
 	timer(ttl time.Duration) (floor, ceil time.Duration)
+	// renewal is how the watchdog renews a hold taken without a lease.
+	renewal() *renew.Spec
 }
 
 // attemptArgs are the inputs of one acquisition attempt.

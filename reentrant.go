@@ -6,6 +6,7 @@ import (
 
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // reentrant is the protocol of Redisson's RLock: a hash of owner fields
@@ -60,3 +61,6 @@ func (p *reentrant) holdChannel() string                 { return p.ch }
 func (p *reentrant) timer(time.Duration) (floor, ceil time.Duration) {
 	return time.Millisecond, p.maxTimer
 }
+
+// renewal: the lock's hash, with lua/lock_renew.lua.
+func (p *reentrant) renewal() *renew.Spec { return lockRenewal }

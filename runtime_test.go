@@ -81,8 +81,8 @@ func (f *rtFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // Transient errors met while acquiring (LOADING, TRYAGAIN, CLUSTERDOWN,
-// READONLY, a connection reset) are retried, past the retries of the
-// generated layer, until the lock is taken; a non-transient error is
+// READONLY, a connection reset) are retried by the acquisition loop, one
+// call per attempt, until the lock is taken; a non-transient error is
 // returned at once and leaves nothing in Redis.
 func TestLock_Lock_transientErrorsRetried(t *testing.T) {
 	for _, ferr := range []error{
@@ -95,8 +95,8 @@ func TestLock_Lock_transientErrorsRetried(t *testing.T) {
 		t.Run(strings.Fields(ferr.Error())[0], func(t *testing.T) {
 			ctx := t.Context()
 			_, rdb := lkMini(t)
-			// 7 failures: more than the generated layer's 3 attempts, so
-			// the lock's own backoff loop retries too.
+			// 7 failures, each costing one call of the acquisition loop
+			// (luart's retry is off under it).
 			f := &rtFaults{sha: generated.LockAcquireSHA1, err: ferr, n: 7}
 			rdb.AddHook(f)
 			c := lkClient(t, rdb, lualock.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})

@@ -25,6 +25,7 @@ var snippetImports = []string{
 	"github.com/redis/go-redis/v9",
 	"github.com/lualock/lualock",
 	"github.com/lualock/lualock/generated",
+	"github.com/lualock/lualock/luart",
 }
 
 // fragmentVars are the variables a fragment (a snippet that is neither a

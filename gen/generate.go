@@ -7,7 +7,6 @@ import (
 	"go/format"
 	"go/token"
 	"io/fs"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +20,11 @@ var templateFS embed.FS
 
 var templates = template.Must(template.ParseFS(templateFS, "templates/*.tmpl"))
 
-// SharedFile is the name of the generated file that holds what every
-// script's file uses: the Script type, Scripts, LoadAll and the converters.
+// SharedFile is the name of the generated file that holds what concerns
+// every script of the package: Scripts, LoadAll and, for a folder built
+// into one Functions library, the library. The runtime itself (the Script
+// type, the retry policy, the converters) is the package
+// github.com/lualock/lualock/luart, which every generated file imports.
 const SharedFile = "luagen.go"
 
 // GeneratedHeader starts the first line of every generated file; luagen
@@ -104,15 +106,14 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 	slices.SortFunc(scripts, func(a, b *Script) int { return strings.Compare(a.Name, b.Name) })
 
 	out := map[string][]byte{}
-	converters := map[string]bool{}
-	composed := map[string]string{}
 	var plain []*Script // scripts, not Functions libraries
-	prefixes := false
 	for _, s := range scripts {
 		if s.Library != "" {
 			d := scriptData{S: s, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
 			for _, f := range s.Functions {
-				d.Funcs = append(d.Funcs, newFuncData(s, f, converters, composed))
+				fd := newFuncData(s, f)
+				d.Funcs = append(d.Funcs, fd)
+				d.UsesRuntime = d.UsesRuntime || f.Typed
 			}
 			name := OutputName(s.File)
 			b, err := renderFile("library.go.tmpl", name, d)
@@ -123,7 +124,6 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 			continue
 		}
 		plain = append(plain, s)
-		conv := converterExpr(s.Return, converters, composed)
 		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
 		for pos := range prefixPositions(s, cfg.KeyPrefixArgs) {
 			if pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
@@ -131,8 +131,7 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 			}
 		}
 		slices.SortFunc(d.Prefixes, func(a, b Param) int { return a.Line - b.Line })
-		prefixes = prefixes || len(d.Prefixes) > 0
-		d.fill(conv)
+		d.fill()
 		name := OutputName(s.File)
 		b, err := renderFile("script.go.tmpl", name, d)
 		if err != nil {
@@ -140,17 +139,7 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 		}
 		out[name] = b
 	}
-	var convs []string
-	for _, name := range converterOrder {
-		if converters[name] {
-			convs = append(convs, converterSource[name])
-		}
-	}
-	names := slices.Sorted(maps.Keys(composed))
-	for _, name := range names {
-		convs = append(convs, composed[name])
-	}
-	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain, Converters: convs, Prefixes: prefixes}
+	shared := sharedData{Package: cfg.Package, Src: cfg.Src, Scripts: plain}
 	if cfg.Library != "" {
 		shared.Library = cfg.Library
 		shared.LibrarySource = sourceLiteral(BuildLibrary(cfg.Library, scripts))
@@ -184,18 +173,17 @@ func CheckPackageName(name string) error {
 }
 
 type sharedData struct {
-	Prefixes      bool // some script checks key-prefix args
 	Library       string
 	LibrarySource string
 	Package       string
 	Src           string
 	Scripts       []*Script
-	Converters    []string
 }
 
 type scriptData struct {
 	paramData
 	Funcs         []funcData // of a Functions library
+	UsesRuntime   bool       // a function of the library converts its reply with luart
 	Library       string
 	S             *Script
 	Package       string
@@ -203,6 +191,8 @@ type scriptData struct {
 	Doc           []string
 	ResultSig     string
 	Convert       string
+	ConvVar       string  // the package-level var of a composed converter, "" when none
+	ConvExpr      string  // its value
 	Prefixes      []Param // args that carry a key prefix
 }
 
@@ -230,16 +220,21 @@ func newParamData(keys, args []Param) paramData {
 	return d
 }
 
-func (d *scriptData) fill(conv string) {
+func (d *scriptData) fill() {
 	s := d.S
 	d.paramData = newParamData(s.Keys, s.Args)
 	d.Doc = docLines(s)
+	conv, composed := converterExpr(s.Return)
+	if composed {
+		d.ConvVar, d.ConvExpr = "conv"+s.GoName, conv
+		conv = d.ConvVar
+	}
 	if t := s.Return.GoType(); t == "" {
 		d.ResultSig = "error"
-		d.Convert = fmt.Sprintf("_, err = convert(%sScript, v, err, %s)\n\treturn err", s.GoName, conv)
+		d.Convert = fmt.Sprintf("_, err = luart.Convert(%sScript, v, err, %s)\n\treturn err", s.GoName, conv)
 	} else {
 		d.ResultSig = "(" + t + ", error)"
-		d.Convert = fmt.Sprintf("return convert(%sScript, v, err, %s)", s.GoName, conv)
+		d.Convert = fmt.Sprintf("return luart.Convert(%sScript, v, err, %s)", s.GoName, conv)
 	}
 }
 
@@ -335,97 +330,19 @@ func sourceLiteral(src []byte) string {
 	return "`" + strings.ReplaceAll(s, "`", "` + \"`\" + `") + "`"
 }
 
-// converterExpr returns the name of the converter of a reply of type r, and
-// records in need the converters it uses. A composed converter (nullable,
-// array) becomes a package-level var, so that a call does not allocate it.
-func converterExpr(r Return, need map[string]bool, composed map[string]string) string {
-	base := map[string]string{"nil": "asNil", "int": "asInt", "string": "asString", "status": "asString", "bool": "asBool", "any": "asAny"}[r.Base]
-	need[base] = true
-	if !r.Nullable && !r.Array {
-		return base
-	}
-	name, expr := strings.TrimPrefix(base, "as"), base // asInt -> Int
+// converterExpr returns the expression of luart's converter of a reply of
+// type r, and whether it is composed (Nullable, ArrayOf): a composed
+// converter is kept in a package-level var, so that a call does not build
+// it again.
+func converterExpr(r Return) (expr string, composed bool) {
+	expr = "luart." + map[string]string{"nil": "AsNil", "int": "AsInt", "string": "AsString", "status": "AsString", "bool": "AsBool", "any": "AsAny"}[r.Base]
 	if r.Nullable {
-		need["nullable"] = true
-		name, expr = "Nullable"+name, "nullable("+expr+")"
+		expr, composed = "luart.Nullable("+expr+")", true
 	}
 	if r.Array {
-		need["arrayOf"] = true
-		name, expr = "ArrayOf"+name, "arrayOf("+expr+")"
+		expr, composed = "luart.ArrayOf("+expr+")", true
 	}
-	name = "conv" + name // convArrayOfNullableInt
-	composed[name] = "// " + name + " converts replies of type " + r.String() + ".\nvar " + name + " = " + expr
-	return name
-}
-
-var converterOrder = []string{"asNil", "asInt", "asString", "asBool", "asAny", "nullable", "arrayOf"}
-
-var converterSource = map[string]string{
-	"asNil": `// asNil accepts any reply: the script declares none.
-func asNil(any) (struct{}, error) { return struct{}{}, nil }`,
-	"asInt": `// asInt converts an integer reply.
-func asInt(v any) (int64, error) {
-	n, ok := v.(int64)
-	if !ok {
-		return 0, fmt.Errorf("reply %#v, want an integer", v)
-	}
-	return n, nil
-}`,
-	"asString": `// asString converts a bulk string or status reply.
-func asString(v any) (string, error) {
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("reply %#v, want a string", v)
-	}
-	return s, nil
-}`,
-	"asBool": `// asBool converts Lua's true (integer 1) and false (nil).
-func asBool(v any) (bool, error) {
-	switch v := v.(type) {
-	case nil:
-		return false, nil
-	case int64:
-		return v != 0, nil
-	}
-	return false, fmt.Errorf("reply %#v, want a boolean", v)
-}`,
-	"asAny": `// asAny returns the reply as go-redis decoded it.
-func asAny(v any) (any, error) { return v, nil }`,
-	"nullable": `// nullable lets f's reply be nil.
-func nullable[T any](f func(any) (T, error)) func(any) (*T, error) {
-	return func(v any) (*T, error) {
-		if v == nil {
-			return nil, nil
-		}
-		r, err := f(v)
-		if err != nil {
-			return nil, err
-		}
-		return &r, nil
-	}
-}`,
-	"arrayOf": `// arrayOf converts an array reply element by element; a nil reply is an
-// empty array.
-func arrayOf[T any](f func(any) (T, error)) func(any) ([]T, error) {
-	return func(v any) ([]T, error) {
-		if v == nil {
-			return nil, nil
-		}
-		items, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("reply %#v, want an array", v)
-		}
-		out := make([]T, len(items))
-		for i, item := range items {
-			r, err := f(item)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i+1, err)
-			}
-			out[i] = r
-		}
-		return out, nil
-	}
-}`,
+	return expr, composed
 }
 
 // BuildLibrary builds scripts into the code of one Redis Functions library
@@ -479,17 +396,25 @@ type funcData struct {
 	Name   string // Go name: library and function
 	Doc    []string
 	GoType string // "" for a nil reply
-	Conv   string
+	Conv   string // the converter: luart's, or ConvVar
+	// ConvVar is the package-level var of a composed converter ("" when
+	// none), and ConvExpr its value.
+	ConvVar, ConvExpr string
 }
 
-func newFuncData(s *Script, f Function, need map[string]bool, composed map[string]string) funcData {
+func newFuncData(s *Script, f Function) funcData {
 	d := funcData{F: f, Name: s.GoName + f.GoName}
 	if !f.Typed {
 		return d
 	}
 	d.paramData = newParamData(f.Keys, f.Args)
 	d.GoType = f.Return.GoType()
-	d.Conv = converterExpr(f.Return, need, composed)
+	conv, composed := converterExpr(f.Return)
+	d.Conv = conv
+	if composed {
+		d.ConvVar, d.ConvExpr = "conv"+d.Name, conv
+		d.Conv = d.ConvVar
+	}
 	d.Doc = f.Doc
 	return d
 }

@@ -492,7 +492,10 @@ func scriptName(base string) (string, int) {
 	return b.String(), count
 }
 
-// reserved are the names of the shared generated file.
+// reserved are the names of the shared generated file (Scripts, LoadAll,
+// LibraryName, LibrarySource) and those it declared before the runtime
+// moved to package luart (Script, Error, ErrPipeline, Retry, ErrKeyPrefix,
+// FunctionCaller): kept, so that no script's Go name changes with the move.
 var reserved = map[string]bool{
 	"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true,
 	"ErrKeyPrefix": true, "LibraryName": true, "LibrarySource": true, "FunctionCaller": true,

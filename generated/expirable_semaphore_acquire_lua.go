@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -245,7 +246,7 @@ type ExpirableSemaphoreAcquireArgs struct {
 }
 
 // ExpirableSemaphoreAcquireScript describes lua/expirable_semaphore_acquire.lua; ExpirableSemaphoreAcquire runs it.
-var ExpirableSemaphoreAcquireScript = &Script{
+var ExpirableSemaphoreAcquireScript = &luart.Script{
 	Name:       "expirable_semaphore_acquire",
 	File:       "lua/expirable_semaphore_acquire.lua",
 	Source:     ExpirableSemaphoreAcquireSource,
@@ -279,15 +280,16 @@ var ExpirableSemaphoreAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use ExpirableSemaphoreAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use ExpirableSemaphoreAcquireCmd and
 // ExpirableSemaphoreAcquireResult.
 //
 // Reply (int): 0 when the permits were taken; when refused (too few available, or the rest claimed), the ms until the nearest deadline of a held permit, at least 1, or -1 when no held permit expires
 func ExpirableSemaphoreAcquire(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAcquireKeys, a ExpirableSemaphoreAcquireArgs) (int64, error) {
 	v, err := ExpirableSemaphoreAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(ExpirableSemaphoreAcquireScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
 // ExpirableSemaphoreAcquireCmd sends ExpirableSemaphoreAcquire's EVALSHA once, with no NOSCRIPT
@@ -302,7 +304,7 @@ func ExpirableSemaphoreAcquireCmd(ctx context.Context, c redis.Scripter, k Expir
 // ExpirableSemaphoreAcquireResult converts the reply of ExpirableSemaphoreAcquireCmd to ExpirableSemaphoreAcquire's typed result.
 func ExpirableSemaphoreAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(ExpirableSemaphoreAcquireScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
 func (k ExpirableSemaphoreAcquireKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -99,7 +100,7 @@ type ExpirableSemaphoreAvailableArgs struct {
 }
 
 // ExpirableSemaphoreAvailableScript describes lua/expirable_semaphore_available.lua; ExpirableSemaphoreAvailable runs it.
-var ExpirableSemaphoreAvailableScript = &Script{
+var ExpirableSemaphoreAvailableScript = &luart.Script{
 	Name:       "expirable_semaphore_available",
 	File:       "lua/expirable_semaphore_available.lua",
 	Source:     ExpirableSemaphoreAvailableSource,
@@ -111,6 +112,9 @@ var ExpirableSemaphoreAvailableScript = &Script{
 	Idempotent: true,
 }
 
+// convExpirableSemaphoreAvailable converts the replies of ExpirableSemaphoreAvailable ([]int).
+var convExpirableSemaphoreAvailable = luart.ArrayOf(luart.AsInt)
+
 // ExpirableSemaphoreAvailable runs lua/expirable_semaphore_available.lua: reads a permit-expirable semaphore's permits after giving back the
 // expired ones (Redisson's availablePermits and 4.x's acquiredPermits, in
 // one call). It writes, as Redisson's does: expired permits come back
@@ -118,15 +122,16 @@ var ExpirableSemaphoreAvailableScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use ExpirableSemaphoreAvailableCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use ExpirableSemaphoreAvailableCmd and
 // ExpirableSemaphoreAvailableResult.
 //
 // Reply ([]int): {available permits (0 when N is missing), permits held under a lease or without one}
 func ExpirableSemaphoreAvailable(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAvailableKeys, a ExpirableSemaphoreAvailableArgs) ([]int64, error) {
 	v, err := ExpirableSemaphoreAvailableScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(ExpirableSemaphoreAvailableScript, v, err, convArrayOfInt)
+	return luart.Convert(ExpirableSemaphoreAvailableScript, v, err, convExpirableSemaphoreAvailable)
 }
 
 // ExpirableSemaphoreAvailableCmd sends ExpirableSemaphoreAvailable's EVALSHA once, with no NOSCRIPT
@@ -141,7 +146,7 @@ func ExpirableSemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k Exp
 // ExpirableSemaphoreAvailableResult converts the reply of ExpirableSemaphoreAvailableCmd to ExpirableSemaphoreAvailable's typed result.
 func ExpirableSemaphoreAvailableResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(ExpirableSemaphoreAvailableScript, v, err, convArrayOfInt)
+	return luart.Convert(ExpirableSemaphoreAvailableScript, v, err, convExpirableSemaphoreAvailable)
 }
 
 func (k ExpirableSemaphoreAvailableKeys) keys() []string {

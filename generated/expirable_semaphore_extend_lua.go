@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -152,7 +153,7 @@ type ExpirableSemaphoreExtendArgs struct {
 }
 
 // ExpirableSemaphoreExtendScript describes lua/expirable_semaphore_extend.lua; ExpirableSemaphoreExtend runs it.
-var ExpirableSemaphoreExtendScript = &Script{
+var ExpirableSemaphoreExtendScript = &luart.Script{
 	Name:       "expirable_semaphore_extend",
 	File:       "lua/expirable_semaphore_extend.lua",
 	Source:     ExpirableSemaphoreExtendSource,
@@ -176,15 +177,16 @@ var ExpirableSemaphoreExtendScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use ExpirableSemaphoreExtendCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use ExpirableSemaphoreExtendCmd and
 // ExpirableSemaphoreExtendResult.
 //
 // Reply (int): the number of ids that were held and got the new lease
 func ExpirableSemaphoreExtend(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreExtendKeys, a ExpirableSemaphoreExtendArgs) (int64, error) {
 	v, err := ExpirableSemaphoreExtendScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(ExpirableSemaphoreExtendScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreExtendScript, v, err, luart.AsInt)
 }
 
 // ExpirableSemaphoreExtendCmd sends ExpirableSemaphoreExtend's EVALSHA once, with no NOSCRIPT
@@ -199,7 +201,7 @@ func ExpirableSemaphoreExtendCmd(ctx context.Context, c redis.Scripter, k Expira
 // ExpirableSemaphoreExtendResult converts the reply of ExpirableSemaphoreExtendCmd to ExpirableSemaphoreExtend's typed result.
 func ExpirableSemaphoreExtendResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(ExpirableSemaphoreExtendScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreExtendScript, v, err, luart.AsInt)
 }
 
 func (k ExpirableSemaphoreExtendKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -162,7 +163,7 @@ type ExpirableSemaphoreReleaseArgs struct {
 }
 
 // ExpirableSemaphoreReleaseScript describes lua/expirable_semaphore_release.lua; ExpirableSemaphoreRelease runs it.
-var ExpirableSemaphoreReleaseScript = &Script{
+var ExpirableSemaphoreReleaseScript = &luart.Script{
 	Name:       "expirable_semaphore_release",
 	File:       "lua/expirable_semaphore_release.lua",
 	Source:     ExpirableSemaphoreReleaseSource,
@@ -189,15 +190,16 @@ var ExpirableSemaphoreReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use ExpirableSemaphoreReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use ExpirableSemaphoreReleaseCmd and
 // ExpirableSemaphoreReleaseResult.
 //
 // Reply (int): the number of permits released (all the ids); 0 when any id is not held (expired, released, never taken)
 func ExpirableSemaphoreRelease(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreReleaseKeys, a ExpirableSemaphoreReleaseArgs) (int64, error) {
 	v, err := ExpirableSemaphoreReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(ExpirableSemaphoreReleaseScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
 // ExpirableSemaphoreReleaseCmd sends ExpirableSemaphoreRelease's EVALSHA once, with no NOSCRIPT
@@ -212,7 +214,7 @@ func ExpirableSemaphoreReleaseCmd(ctx context.Context, c redis.Scripter, k Expir
 // ExpirableSemaphoreReleaseResult converts the reply of ExpirableSemaphoreReleaseCmd to ExpirableSemaphoreRelease's typed result.
 func ExpirableSemaphoreReleaseResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(ExpirableSemaphoreReleaseScript, v, err, asInt)
+	return luart.Convert(ExpirableSemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
 func (k ExpirableSemaphoreReleaseKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -272,7 +273,7 @@ type FairAcquireArgs struct {
 }
 
 // FairAcquireScript describes lua/fair_acquire.lua; FairAcquire runs it.
-var FairAcquireScript = &Script{
+var FairAcquireScript = &luart.Script{
 	Name:       "fair_acquire",
 	File:       "lua/fair_acquire.lua",
 	Source:     FairAcquireSource,
@@ -313,15 +314,16 @@ var FairAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use FairAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use FairAcquireCmd and
 // FairAcquireResult.
 //
 // Reply (int): 0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) (int64, error) {
 	v, err := FairAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(FairAcquireScript, v, err, asInt)
+	return luart.Convert(FairAcquireScript, v, err, luart.AsInt)
 }
 
 // FairAcquireCmd sends FairAcquire's EVALSHA once, with no NOSCRIPT
@@ -336,7 +338,7 @@ func FairAcquireCmd(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a 
 // FairAcquireResult converts the reply of FairAcquireCmd to FairAcquire's typed result.
 func FairAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(FairAcquireScript, v, err, asInt)
+	return luart.Convert(FairAcquireScript, v, err, luart.AsInt)
 }
 
 func (k FairAcquireKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -140,7 +141,7 @@ type FairForceReleaseArgs struct {
 }
 
 // FairForceReleaseScript describes lua/fair_force_release.lua; FairForceRelease runs it.
-var FairForceReleaseScript = &Script{
+var FairForceReleaseScript = &luart.Script{
 	Name:       "fair_force_release",
 	File:       "lua/fair_force_release.lua",
 	Source:     FairForceReleaseSource,
@@ -165,15 +166,16 @@ var FairForceReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use FairForceReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use FairForceReleaseCmd and
 // FairForceReleaseResult.
 //
 // Reply (bool): true when a lock was deleted
 func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) (bool, error) {
 	v, err := FairForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(FairForceReleaseScript, v, err, asBool)
+	return luart.Convert(FairForceReleaseScript, v, err, luart.AsBool)
 }
 
 // FairForceReleaseCmd sends FairForceRelease's EVALSHA once, with no NOSCRIPT
@@ -188,7 +190,7 @@ func FairForceReleaseCmd(ctx context.Context, c redis.Scripter, k FairForceRelea
 // FairForceReleaseResult converts the reply of FairForceReleaseCmd to FairForceRelease's typed result.
 func FairForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
-	return convert(FairForceReleaseScript, v, err, asBool)
+	return luart.Convert(FairForceReleaseScript, v, err, luart.AsBool)
 }
 
 func (k FairForceReleaseKeys) keys() []string {

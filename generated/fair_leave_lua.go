@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -155,7 +156,7 @@ type FairLeaveArgs struct {
 }
 
 // FairLeaveScript describes lua/fair_leave.lua; FairLeave runs it.
-var FairLeaveScript = &Script{
+var FairLeaveScript = &luart.Script{
 	Name:       "fair_leave",
 	File:       "lua/fair_leave.lua",
 	Source:     FairLeaveSource,
@@ -181,15 +182,16 @@ var FairLeaveScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use FairLeaveCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use FairLeaveCmd and
 // FairLeaveResult.
 //
 // Reply (bool): true when the waiter was in the queue
 func FairLeave(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLeaveArgs) (bool, error) {
 	v, err := FairLeaveScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(FairLeaveScript, v, err, asBool)
+	return luart.Convert(FairLeaveScript, v, err, luart.AsBool)
 }
 
 // FairLeaveCmd sends FairLeave's EVALSHA once, with no NOSCRIPT
@@ -204,7 +206,7 @@ func FairLeaveCmd(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a Fair
 // FairLeaveResult converts the reply of FairLeaveCmd to FairLeave's typed result.
 func FairLeaveResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
-	return convert(FairLeaveScript, v, err, asBool)
+	return luart.Convert(FairLeaveScript, v, err, luart.AsBool)
 }
 
 func (k FairLeaveKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -180,7 +181,7 @@ type FairReleaseArgs struct {
 }
 
 // FairReleaseScript describes lua/fair_release.lua; FairRelease runs it.
-var FairReleaseScript = &Script{
+var FairReleaseScript = &luart.Script{
 	Name:       "fair_release",
 	File:       "lua/fair_release.lua",
 	Source:     FairReleaseSource,
@@ -191,6 +192,9 @@ var FairReleaseScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convFairRelease converts the replies of FairRelease (int?).
+var convFairRelease = luart.Nullable(luart.AsInt)
 
 // FairRelease runs lua/fair_release.lua: releases one hold of the fair lock and hands it to the head of the queue.
 //
@@ -205,15 +209,16 @@ var FairReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use FairReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use FairReleaseCmd and
 // FairReleaseResult.
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) (*int64, error) {
 	v, err := FairReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(FairReleaseScript, v, err, convNullableInt)
+	return luart.Convert(FairReleaseScript, v, err, convFairRelease)
 }
 
 // FairReleaseCmd sends FairRelease's EVALSHA once, with no NOSCRIPT
@@ -228,7 +233,7 @@ func FairReleaseCmd(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a 
 // FairReleaseResult converts the reply of FairReleaseCmd to FairRelease's typed result.
 func FairReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
-	return convert(FairReleaseScript, v, err, convNullableInt)
+	return luart.Convert(FairReleaseScript, v, err, convFairRelease)
 }
 
 func (k FairReleaseKeys) keys() []string {

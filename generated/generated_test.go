@@ -28,6 +28,7 @@ import (
 
 	"github.com/lualock/lualock/gen"
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/luart"
 )
 
 // TestGeneratedStale regenerates the package from ../lua in memory and
@@ -120,13 +121,13 @@ func cmdErr(err error) *redis.Cmd {
 	return cmd
 }
 
-// wantScriptErr fails unless err is a *generated.Error naming script whose
+// wantScriptErr fails unless err is a *luart.Error naming script whose
 // text is "lua script SCRIPT: ..." and contains want.
 func wantScriptErr(t *testing.T, what string, err error, script, want string) {
 	t.Helper()
-	var se *generated.Error
+	var se *luart.Error
 	if !errors.As(err, &se) {
-		t.Errorf("%s: error %v (%T), want a *generated.Error", what, err, err)
+		t.Errorf("%s: error %v (%T), want a *luart.Error", what, err, err)
 		return
 	}
 	if se.Script != script {
@@ -252,7 +253,7 @@ func TestGeneratedResultErrors(t *testing.T) {
 	if !errors.Is(err, redis.ErrNoScript) || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		t.Errorf("%v does not match redis.ErrNoScript", err)
 	}
-	e := &generated.Error{Script: "x", Err: io.EOF}
+	e := &luart.Error{Script: "x", Err: io.EOF}
 	if e.Error() != "lua script x: EOF" || e.Unwrap() != io.EOF {
 		t.Errorf("Error() = %q, Unwrap() = %v", e.Error(), e.Unwrap())
 	}
@@ -538,6 +539,31 @@ func exerciseGenerated(t *testing.T) {
 	if c := f.take(); !slices.Equal(c, []string{"evalsha", "evalsha"}) {
 		t.Fatalf("retried LockAcquire sent %v", c)
 	}
+
+	// luagen's default policy (luart.DefaultRetry): 3 calls in all, then
+	// the error.
+	f.mu.Lock()
+	f.failNext = 5
+	f.mu.Unlock()
+	acquireKeys, acquireArgs := generated.LockAcquireKeys{Lock: "n"}, generated.LockAcquireArgs{LeaseMS: 30000, Field: "c:1", Holds: 1}
+	if _, err := generated.LockAcquire(ctx, f, acquireKeys, acquireArgs); !errors.Is(err, io.EOF) {
+		t.Fatalf("LockAcquire after 5 EOFs = %v, want io.EOF", err)
+	}
+	if c := f.take(); !slices.Equal(c, []string{"evalsha", "evalsha", "evalsha"}) {
+		t.Fatalf("LockAcquire with the default policy sent %v, want 3 EVALSHAs", c)
+	}
+	// A policy bound to the client instead (as lualock's runtime binds to
+	// its acquisitions): one call, no hidden retry.
+	once := luart.WithRetry(f, luart.Retry{Attempts: 1})
+	if _, err := generated.LockAcquire(ctx, once, acquireKeys, acquireArgs); !errors.Is(err, io.EOF) {
+		t.Fatalf("LockAcquire with Attempts 1 after an EOF = %v, want io.EOF", err)
+	}
+	if c := f.take(); !slices.Equal(c, []string{"evalsha"}) {
+		t.Fatalf("LockAcquire with Attempts 1 sent %v, want 1 EVALSHA", c)
+	}
+	f.mu.Lock()
+	f.failNext = 0
+	f.mu.Unlock()
 
 	// XCmd sends one EVALSHA; XResult converts it.
 	cmd := generated.LockAcquireCmd(ctx, f, generated.LockAcquireKeys{Lock: "n"},

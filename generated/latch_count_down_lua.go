@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -107,7 +108,7 @@ type LatchCountDownArgs struct {
 }
 
 // LatchCountDownScript describes lua/latch_count_down.lua; LatchCountDown runs it.
-var LatchCountDownScript = &Script{
+var LatchCountDownScript = &luart.Script{
 	Name:       "latch_count_down",
 	File:       "lua/latch_count_down.lua",
 	Source:     LatchCountDownSource,
@@ -135,15 +136,16 @@ var LatchCountDownScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LatchCountDownCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LatchCountDownCmd and
 // LatchCountDownResult.
 //
 // Reply (int): the count after this call; 0 when the latch is open (reached zero now, or was missing)
 func LatchCountDown(ctx context.Context, c redis.Scripter, k LatchCountDownKeys, a LatchCountDownArgs) (int64, error) {
 	v, err := LatchCountDownScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LatchCountDownScript, v, err, asInt)
+	return luart.Convert(LatchCountDownScript, v, err, luart.AsInt)
 }
 
 // LatchCountDownCmd sends LatchCountDown's EVALSHA once, with no NOSCRIPT
@@ -158,7 +160,7 @@ func LatchCountDownCmd(ctx context.Context, c redis.Scripter, k LatchCountDownKe
 // LatchCountDownResult converts the reply of LatchCountDownCmd to LatchCountDown's typed result.
 func LatchCountDownResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(LatchCountDownScript, v, err, asInt)
+	return luart.Convert(LatchCountDownScript, v, err, luart.AsInt)
 }
 
 func (k LatchCountDownKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +35,7 @@ type LatchCountArgs struct {
 }
 
 // LatchCountScript describes lua/latch_count.lua; LatchCount runs it.
-var LatchCountScript = &Script{
+var LatchCountScript = &luart.Script{
 	Name:       "latch_count",
 	File:       "lua/latch_count.lua",
 	Source:     LatchCountSource,
@@ -50,15 +51,16 @@ var LatchCountScript = &Script{
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LatchCountCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LatchCountCmd and
 // LatchCountResult.
 //
 // Reply (int): the count; 0 when the latch is open (N missing)
 func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys, a LatchCountArgs) (int64, error) {
 	v, err := LatchCountScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LatchCountScript, v, err, asInt)
+	return luart.Convert(LatchCountScript, v, err, luart.AsInt)
 }
 
 // LatchCountCmd sends LatchCount's EVALSHA_RO once, with no NOSCRIPT
@@ -73,7 +75,7 @@ func LatchCountCmd(ctx context.Context, c redis.Scripter, k LatchCountKeys, a La
 // LatchCountResult converts the reply of LatchCountCmd to LatchCount's typed result.
 func LatchCountResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(LatchCountScript, v, err, asInt)
+	return luart.Convert(LatchCountScript, v, err, luart.AsInt)
 }
 
 func (k LatchCountKeys) keys() []string {

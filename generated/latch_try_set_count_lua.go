@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -108,7 +109,7 @@ type LatchTrySetCountArgs struct {
 }
 
 // LatchTrySetCountScript describes lua/latch_try_set_count.lua; LatchTrySetCount runs it.
-var LatchTrySetCountScript = &Script{
+var LatchTrySetCountScript = &luart.Script{
 	Name:       "latch_try_set_count",
 	File:       "lua/latch_try_set_count.lua",
 	Source:     LatchTrySetCountSource,
@@ -138,15 +139,16 @@ var LatchTrySetCountScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LatchTrySetCountCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LatchTrySetCountCmd and
 // LatchTrySetCountResult.
 //
 // Reply (int): 1 when the count was set; 0 when the latch existed already
 func LatchTrySetCount(ctx context.Context, c redis.Scripter, k LatchTrySetCountKeys, a LatchTrySetCountArgs) (int64, error) {
 	v, err := LatchTrySetCountScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LatchTrySetCountScript, v, err, asInt)
+	return luart.Convert(LatchTrySetCountScript, v, err, luart.AsInt)
 }
 
 // LatchTrySetCountCmd sends LatchTrySetCount's EVALSHA once, with no NOSCRIPT
@@ -161,7 +163,7 @@ func LatchTrySetCountCmd(ctx context.Context, c redis.Scripter, k LatchTrySetCou
 // LatchTrySetCountResult converts the reply of LatchTrySetCountCmd to LatchTrySetCount's typed result.
 func LatchTrySetCountResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(LatchTrySetCountScript, v, err, asInt)
+	return luart.Convert(LatchTrySetCountScript, v, err, luart.AsInt)
 }
 
 func (k LatchTrySetCountKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -101,7 +102,7 @@ type LockAcquireArgs struct {
 }
 
 // LockAcquireScript describes lua/lock_acquire.lua; LockAcquire runs it.
-var LockAcquireScript = &Script{
+var LockAcquireScript = &luart.Script{
 	Name:       "lock_acquire",
 	File:       "lua/lock_acquire.lua",
 	Source:     LockAcquireSource,
@@ -126,15 +127,16 @@ var LockAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LockAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LockAcquireCmd and
 // LockAcquireResult.
 //
 // Reply (int): 0 when the lock is held with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) (int64, error) {
 	v, err := LockAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockAcquireScript, v, err, asInt)
+	return luart.Convert(LockAcquireScript, v, err, luart.AsInt)
 }
 
 // LockAcquireCmd sends LockAcquire's EVALSHA once, with no NOSCRIPT
@@ -149,7 +151,7 @@ func LockAcquireCmd(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a 
 // LockAcquireResult converts the reply of LockAcquireCmd to LockAcquire's typed result.
 func LockAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(LockAcquireScript, v, err, asInt)
+	return luart.Convert(LockAcquireScript, v, err, luart.AsInt)
 }
 
 func (k LockAcquireKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -87,7 +88,7 @@ type LockForceReleaseArgs struct {
 }
 
 // LockForceReleaseScript describes lua/lock_force_release.lua; LockForceRelease runs it.
-var LockForceReleaseScript = &Script{
+var LockForceReleaseScript = &luart.Script{
 	Name:       "lock_force_release",
 	File:       "lua/lock_force_release.lua",
 	Source:     LockForceReleaseSource,
@@ -107,15 +108,16 @@ var LockForceReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LockForceReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LockForceReleaseCmd and
 // LockForceReleaseResult.
 //
 // Reply (bool): true when a lock was deleted
 func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) (bool, error) {
 	v, err := LockForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockForceReleaseScript, v, err, asBool)
+	return luart.Convert(LockForceReleaseScript, v, err, luart.AsBool)
 }
 
 // LockForceReleaseCmd sends LockForceRelease's EVALSHA once, with no NOSCRIPT
@@ -130,7 +132,7 @@ func LockForceReleaseCmd(ctx context.Context, c redis.Scripter, k LockForceRelea
 // LockForceReleaseResult converts the reply of LockForceReleaseCmd to LockForceRelease's typed result.
 func LockForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	v, err := cmd.Result()
-	return convert(LockForceReleaseScript, v, err, asBool)
+	return luart.Convert(LockForceReleaseScript, v, err, luart.AsBool)
 }
 
 func (k LockForceReleaseKeys) keys() []string {

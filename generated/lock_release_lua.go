@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -122,7 +123,7 @@ type LockReleaseArgs struct {
 }
 
 // LockReleaseScript describes lua/lock_release.lua; LockRelease runs it.
-var LockReleaseScript = &Script{
+var LockReleaseScript = &luart.Script{
 	Name:       "lock_release",
 	File:       "lua/lock_release.lua",
 	Source:     LockReleaseSource,
@@ -133,6 +134,9 @@ var LockReleaseScript = &Script{
 	ReadOnly:   false,
 	Idempotent: true,
 }
+
+// convLockRelease converts the replies of LockRelease (int?).
+var convLockRelease = luart.Nullable(luart.AsInt)
 
 // LockRelease runs lua/lock_release.lua: releases one hold of the reentrant lock.
 //
@@ -145,15 +149,16 @@ var LockReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LockReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LockReleaseCmd and
 // LockReleaseResult.
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) (*int64, error) {
 	v, err := LockReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockReleaseScript, v, err, convNullableInt)
+	return luart.Convert(LockReleaseScript, v, err, convLockRelease)
 }
 
 // LockReleaseCmd sends LockRelease's EVALSHA once, with no NOSCRIPT
@@ -168,7 +173,7 @@ func LockReleaseCmd(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a 
 // LockReleaseResult converts the reply of LockReleaseCmd to LockRelease's typed result.
 func LockReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	v, err := cmd.Result()
-	return convert(LockReleaseScript, v, err, convNullableInt)
+	return luart.Convert(LockReleaseScript, v, err, convLockRelease)
 }
 
 func (k LockReleaseKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,7 +61,7 @@ type LockRenewArgs struct {
 }
 
 // LockRenewScript describes lua/lock_renew.lua; LockRenew runs it.
-var LockRenewScript = &Script{
+var LockRenewScript = &luart.Script{
 	Name:       "lock_renew",
 	File:       "lua/lock_renew.lua",
 	Source:     LockRenewSource,
@@ -72,6 +73,9 @@ var LockRenewScript = &Script{
 	Idempotent: true,
 }
 
+// convLockRenew converts the replies of LockRenew ([]int).
+var convLockRenew = luart.ArrayOf(luart.AsInt)
+
 // LockRenew runs lua/lock_renew.lua: renews the lease of many locks in one call (the watchdog's batch).
 //
 // KEYS[i] is renewed for the owner ARGV[i + 1] when that owner still holds
@@ -80,15 +84,16 @@ var LockRenewScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LockRenewCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LockRenewCmd and
 // LockRenewResult.
 //
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner no longer holds it
 func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) ([]int64, error) {
 	v, err := LockRenewScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockRenewScript, v, err, convArrayOfInt)
+	return luart.Convert(LockRenewScript, v, err, convLockRenew)
 }
 
 // LockRenewCmd sends LockRenew's EVALSHA once, with no NOSCRIPT
@@ -103,7 +108,7 @@ func LockRenewCmd(ctx context.Context, c redis.Scripter, k LockRenewKeys, a Lock
 // LockRenewResult converts the reply of LockRenewCmd to LockRenew's typed result.
 func LockRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(LockRenewScript, v, err, convArrayOfInt)
+	return luart.Convert(LockRenewScript, v, err, convLockRenew)
 }
 
 func (k LockRenewKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,7 +40,7 @@ type LockStatusArgs struct {
 }
 
 // LockStatusScript describes lua/lock_status.lua; LockStatus runs it.
-var LockStatusScript = &Script{
+var LockStatusScript = &luart.Script{
 	Name:       "lock_status",
 	File:       "lua/lock_status.lua",
 	Source:     LockStatusSource,
@@ -51,19 +52,23 @@ var LockStatusScript = &Script{
 	Idempotent: true,
 }
 
+// convLockStatus converts the replies of LockStatus ([]int).
+var convLockStatus = luart.ArrayOf(luart.AsInt)
+
 // LockStatus runs lua/lock_status.lua: reads the state of a lock as one owner sees it, in one round trip.
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use LockStatusCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use LockStatusCmd and
 // LockStatusResult.
 //
 // Reply ([]int): {1 if the lock exists else 0, hold count of the owner, PTTL in ms (-2: no lock, -1: no expiry)}
 func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) ([]int64, error) {
 	v, err := LockStatusScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(LockStatusScript, v, err, convArrayOfInt)
+	return luart.Convert(LockStatusScript, v, err, convLockStatus)
 }
 
 // LockStatusCmd sends LockStatus's EVALSHA_RO once, with no NOSCRIPT
@@ -78,7 +83,7 @@ func LockStatusCmd(ctx context.Context, c redis.Scripter, k LockStatusKeys, a Lo
 // LockStatusResult converts the reply of LockStatusCmd to LockStatus's typed result.
 func LockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
-	return convert(LockStatusScript, v, err, convArrayOfInt)
+	return luart.Convert(LockStatusScript, v, err, convLockStatus)
 }
 
 func (k LockStatusKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -141,7 +142,7 @@ type SemaphoreAcquireArgs struct {
 }
 
 // SemaphoreAcquireScript describes lua/semaphore_acquire.lua; SemaphoreAcquire runs it.
-var SemaphoreAcquireScript = &Script{
+var SemaphoreAcquireScript = &luart.Script{
 	Name:       "semaphore_acquire",
 	File:       "lua/semaphore_acquire.lua",
 	Source:     SemaphoreAcquireSource,
@@ -174,15 +175,16 @@ var SemaphoreAcquireScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreAcquireCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreAcquireCmd and
 // SemaphoreAcquireResult.
 //
 // Reply (int): 1 when the permits were taken; 0 when fewer than permits are available, or the rest is claimed (nothing taken)
 func SemaphoreAcquire(ctx context.Context, c redis.Scripter, k SemaphoreAcquireKeys, a SemaphoreAcquireArgs) (int64, error) {
 	v, err := SemaphoreAcquireScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreAcquireScript, v, err, asInt)
+	return luart.Convert(SemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
 // SemaphoreAcquireCmd sends SemaphoreAcquire's EVALSHA once, with no NOSCRIPT
@@ -197,7 +199,7 @@ func SemaphoreAcquireCmd(ctx context.Context, c redis.Scripter, k SemaphoreAcqui
 // SemaphoreAcquireResult converts the reply of SemaphoreAcquireCmd to SemaphoreAcquire's typed result.
 func SemaphoreAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreAcquireScript, v, err, asInt)
+	return luart.Convert(SemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreAcquireKeys) keys() []string {

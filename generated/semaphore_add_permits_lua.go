@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,7 +103,7 @@ type SemaphoreAddPermitsArgs struct {
 }
 
 // SemaphoreAddPermitsScript describes lua/semaphore_add_permits.lua; SemaphoreAddPermits runs it.
-var SemaphoreAddPermitsScript = &Script{
+var SemaphoreAddPermitsScript = &luart.Script{
 	Name:       "semaphore_add_permits",
 	File:       "lua/semaphore_add_permits.lua",
 	Source:     SemaphoreAddPermitsSource,
@@ -128,15 +129,16 @@ var SemaphoreAddPermitsScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreAddPermitsCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreAddPermitsCmd and
 // SemaphoreAddPermitsResult.
 //
 // Reply (int): the available permits after the change
 func SemaphoreAddPermits(ctx context.Context, c redis.Scripter, k SemaphoreAddPermitsKeys, a SemaphoreAddPermitsArgs) (int64, error) {
 	v, err := SemaphoreAddPermitsScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreAddPermitsScript, v, err, asInt)
+	return luart.Convert(SemaphoreAddPermitsScript, v, err, luart.AsInt)
 }
 
 // SemaphoreAddPermitsCmd sends SemaphoreAddPermits's EVALSHA once, with no NOSCRIPT
@@ -151,7 +153,7 @@ func SemaphoreAddPermitsCmd(ctx context.Context, c redis.Scripter, k SemaphoreAd
 // SemaphoreAddPermitsResult converts the reply of SemaphoreAddPermitsCmd to SemaphoreAddPermits's typed result.
 func SemaphoreAddPermitsResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreAddPermitsScript, v, err, asInt)
+	return luart.Convert(SemaphoreAddPermitsScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreAddPermitsKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +35,7 @@ type SemaphoreAvailableArgs struct {
 }
 
 // SemaphoreAvailableScript describes lua/semaphore_available.lua; SemaphoreAvailable runs it.
-var SemaphoreAvailableScript = &Script{
+var SemaphoreAvailableScript = &luart.Script{
 	Name:       "semaphore_available",
 	File:       "lua/semaphore_available.lua",
 	Source:     SemaphoreAvailableSource,
@@ -50,15 +51,16 @@ var SemaphoreAvailableScript = &Script{
 //
 // It runs EVALSHA_RO and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreAvailableCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreAvailableCmd and
 // SemaphoreAvailableResult.
 //
 // Reply (int): the available permits; 0 when N is missing; may be negative
 func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys, a SemaphoreAvailableArgs) (int64, error) {
 	v, err := SemaphoreAvailableScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreAvailableScript, v, err, asInt)
+	return luart.Convert(SemaphoreAvailableScript, v, err, luart.AsInt)
 }
 
 // SemaphoreAvailableCmd sends SemaphoreAvailable's EVALSHA_RO once, with no NOSCRIPT
@@ -73,7 +75,7 @@ func SemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k SemaphoreAva
 // SemaphoreAvailableResult converts the reply of SemaphoreAvailableCmd to SemaphoreAvailable's typed result.
 func SemaphoreAvailableResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreAvailableScript, v, err, asInt)
+	return luart.Convert(SemaphoreAvailableScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreAvailableKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,7 +66,7 @@ type SemaphoreDrainArgs struct {
 }
 
 // SemaphoreDrainScript describes lua/semaphore_drain.lua; SemaphoreDrain runs it.
-var SemaphoreDrainScript = &Script{
+var SemaphoreDrainScript = &luart.Script{
 	Name:       "semaphore_drain",
 	File:       "lua/semaphore_drain.lua",
 	Source:     SemaphoreDrainSource,
@@ -88,15 +89,16 @@ var SemaphoreDrainScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreDrainCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreDrainCmd and
 // SemaphoreDrainResult.
 //
 // Reply (int): the permits drained (the old value; 0 when N was missing)
 func SemaphoreDrain(ctx context.Context, c redis.Scripter, k SemaphoreDrainKeys, a SemaphoreDrainArgs) (int64, error) {
 	v, err := SemaphoreDrainScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreDrainScript, v, err, asInt)
+	return luart.Convert(SemaphoreDrainScript, v, err, luart.AsInt)
 }
 
 // SemaphoreDrainCmd sends SemaphoreDrain's EVALSHA once, with no NOSCRIPT
@@ -111,7 +113,7 @@ func SemaphoreDrainCmd(ctx context.Context, c redis.Scripter, k SemaphoreDrainKe
 // SemaphoreDrainResult converts the reply of SemaphoreDrainCmd to SemaphoreDrain's typed result.
 func SemaphoreDrainResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreDrainScript, v, err, asInt)
+	return luart.Convert(SemaphoreDrainScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreDrainKeys) keys() []string {

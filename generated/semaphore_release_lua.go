@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -98,7 +99,7 @@ type SemaphoreReleaseArgs struct {
 }
 
 // SemaphoreReleaseScript describes lua/semaphore_release.lua; SemaphoreRelease runs it.
-var SemaphoreReleaseScript = &Script{
+var SemaphoreReleaseScript = &luart.Script{
 	Name:       "semaphore_release",
 	File:       "lua/semaphore_release.lua",
 	Source:     SemaphoreReleaseSource,
@@ -121,15 +122,16 @@ var SemaphoreReleaseScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreReleaseCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreReleaseCmd and
 // SemaphoreReleaseResult.
 //
 // Reply (int): the available permits after the release
 func SemaphoreRelease(ctx context.Context, c redis.Scripter, k SemaphoreReleaseKeys, a SemaphoreReleaseArgs) (int64, error) {
 	v, err := SemaphoreReleaseScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreReleaseScript, v, err, asInt)
+	return luart.Convert(SemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
 // SemaphoreReleaseCmd sends SemaphoreRelease's EVALSHA once, with no NOSCRIPT
@@ -144,7 +146,7 @@ func SemaphoreReleaseCmd(ctx context.Context, c redis.Scripter, k SemaphoreRelea
 // SemaphoreReleaseResult converts the reply of SemaphoreReleaseCmd to SemaphoreRelease's typed result.
 func SemaphoreReleaseResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreReleaseScript, v, err, asInt)
+	return luart.Convert(SemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreReleaseKeys) keys() []string {

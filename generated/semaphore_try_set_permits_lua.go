@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -113,7 +114,7 @@ type SemaphoreTrySetPermitsArgs struct {
 }
 
 // SemaphoreTrySetPermitsScript describes lua/semaphore_try_set_permits.lua; SemaphoreTrySetPermits runs it.
-var SemaphoreTrySetPermitsScript = &Script{
+var SemaphoreTrySetPermitsScript = &luart.Script{
 	Name:       "semaphore_try_set_permits",
 	File:       "lua/semaphore_try_set_permits.lua",
 	Source:     SemaphoreTrySetPermitsSource,
@@ -137,15 +138,16 @@ var SemaphoreTrySetPermitsScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreTrySetPermitsCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreTrySetPermitsCmd and
 // SemaphoreTrySetPermitsResult.
 //
 // Reply (int): 1 when the permits were set; 0 when N existed already
 func SemaphoreTrySetPermits(ctx context.Context, c redis.Scripter, k SemaphoreTrySetPermitsKeys, a SemaphoreTrySetPermitsArgs) (int64, error) {
 	v, err := SemaphoreTrySetPermitsScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreTrySetPermitsScript, v, err, asInt)
+	return luart.Convert(SemaphoreTrySetPermitsScript, v, err, luart.AsInt)
 }
 
 // SemaphoreTrySetPermitsCmd sends SemaphoreTrySetPermits's EVALSHA once, with no NOSCRIPT
@@ -160,7 +162,7 @@ func SemaphoreTrySetPermitsCmd(ctx context.Context, c redis.Scripter, k Semaphor
 // SemaphoreTrySetPermitsResult converts the reply of SemaphoreTrySetPermitsCmd to SemaphoreTrySetPermits's typed result.
 func SemaphoreTrySetPermitsResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreTrySetPermitsScript, v, err, asInt)
+	return luart.Convert(SemaphoreTrySetPermitsScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreTrySetPermitsKeys) keys() []string {

@@ -6,6 +6,7 @@ package generated
 import (
 	"context"
 
+	"github.com/lualock/lualock/luart"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,7 +56,7 @@ type SemaphoreUnclaimArgs struct {
 }
 
 // SemaphoreUnclaimScript describes lua/semaphore_unclaim.lua; SemaphoreUnclaim runs it.
-var SemaphoreUnclaimScript = &Script{
+var SemaphoreUnclaimScript = &luart.Script{
 	Name:       "semaphore_unclaim",
 	File:       "lua/semaphore_unclaim.lua",
 	Source:     SemaphoreUnclaimSource,
@@ -74,15 +75,16 @@ var SemaphoreUnclaimScript = &Script{
 //
 // It runs EVALSHA and, when Redis answers NOSCRIPT,
 // loads the script and runs it again.
-// The script is idempotent, so transient errors are retried (see Retry).
+// The script is idempotent, so transient errors are retried under c's
+// policy (luart.DefaultRetry, or the one luart.WithRetry bound to c).
 // It cannot run in a pipeline: given a redis.Pipeliner it sends nothing and
-// returns an error wrapping ErrPipeline. In pipelines use SemaphoreUnclaimCmd and
+// returns an error wrapping luart.ErrPipeline. In pipelines use SemaphoreUnclaimCmd and
 // SemaphoreUnclaimResult.
 //
 // Reply (int): 1 when the waiter's claim was deleted; 0 when it had none
 func SemaphoreUnclaim(ctx context.Context, c redis.Scripter, k SemaphoreUnclaimKeys, a SemaphoreUnclaimArgs) (int64, error) {
 	v, err := SemaphoreUnclaimScript.Run(ctx, c, k.keys(), a.args()...)
-	return convert(SemaphoreUnclaimScript, v, err, asInt)
+	return luart.Convert(SemaphoreUnclaimScript, v, err, luart.AsInt)
 }
 
 // SemaphoreUnclaimCmd sends SemaphoreUnclaim's EVALSHA once, with no NOSCRIPT
@@ -97,7 +99,7 @@ func SemaphoreUnclaimCmd(ctx context.Context, c redis.Scripter, k SemaphoreUncla
 // SemaphoreUnclaimResult converts the reply of SemaphoreUnclaimCmd to SemaphoreUnclaim's typed result.
 func SemaphoreUnclaimResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
-	return convert(SemaphoreUnclaimScript, v, err, asInt)
+	return luart.Convert(SemaphoreUnclaimScript, v, err, luart.AsInt)
 }
 
 func (k SemaphoreUnclaimKeys) keys() []string {

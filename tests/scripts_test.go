@@ -30,6 +30,7 @@ import (
 
 	"github.com/lualock/lualock/gen"
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/luart"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -185,16 +186,16 @@ func scOK(t *testing.T, what string) func(int64, error) int64 {
 	}
 }
 
-// scScriptErr fails unless err is a *generated.Error naming script whose
+// scScriptErr fails unless err is a *luart.Error naming script whose
 // text contains want; it returns the error.
-func scScriptErr(t *testing.T, what string, err error, script, want string) *generated.Error {
+func scScriptErr(t *testing.T, what string, err error, script, want string) *luart.Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: no error, want one containing %q", what, want)
 	}
-	var se *generated.Error
+	var se *luart.Error
 	if !errors.As(err, &se) {
-		t.Fatalf("%s: error %v (%T) is not a *generated.Error", what, err, err)
+		t.Fatalf("%s: error %v (%T) is not a *luart.Error", what, err, err)
 	}
 	if se.Script != script {
 		t.Fatalf("%s: error names script %q, want %q", what, se.Script, script)
@@ -1542,7 +1543,7 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no ../lua/*.lua")
 	}
-	byFile := map[string]*generated.Script{}
+	byFile := map[string]*luart.Script{}
 	for _, s := range generated.Scripts {
 		if byFile[s.File] != nil {
 			t.Errorf("two scripts from %s", s.File)
@@ -1590,11 +1591,11 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 			t.Errorf("%s: script name %q, want %q", file, s.Name, want)
 		}
 	}
-	if !slices.IsSortedFunc(generated.Scripts, func(a, b *generated.Script) int { return strings.Compare(a.Name, b.Name) }) {
+	if !slices.IsSortedFunc(generated.Scripts, func(a, b *luart.Script) int { return strings.Compare(a.Name, b.Name) }) {
 		t.Error("Scripts is not sorted by name")
 	}
 	for _, c := range []struct {
-		s         *generated.Script
+		s         *luart.Script
 		src, sha  string
 		read, idm bool
 	}{
@@ -1614,20 +1615,16 @@ func TestScriptSHA1MatchesSource(t *testing.T) {
 	}
 }
 
-// scSetRetry sets generated.Retry for the test and restores it afterwards.
-// The tests that call it are not parallel.
-func scSetRetry(t *testing.T, attempts int, backoff, maxBackoff time.Duration) {
-	saved := generated.Retry
-	t.Cleanup(func() { generated.Retry = saved })
-	generated.Retry.Attempts = attempts
-	generated.Retry.Backoff = backoff
-	generated.Retry.MaxBackoff = maxBackoff
+// scRetry binds a retry policy to c (luart.WithRetry): there is no global
+// to set.
+func scRetry(c redis.Scripter, attempts int, backoff, maxBackoff time.Duration) redis.Scripter {
+	return luart.WithRetry(c, luart.Retry{Attempts: attempts, Backoff: backoff, MaxBackoff: maxBackoff})
 }
 
 func TestScriptRetry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		scSetRetry(t, 3, time.Millisecond, 4*time.Millisecond)
+		fast := func(c redis.Scripter) redis.Scripter { return scRetry(c, 3, time.Millisecond, 4*time.Millisecond) }
 		if err := generated.LoadAll(ctx, rdb); err != nil {
 			t.Fatalf("LoadAll: %v", err)
 		}
@@ -1635,13 +1632,13 @@ func TestScriptRetry(t *testing.T) {
 
 		// Idempotent: two transient failures, then success on the third call.
 		rec := &scScripter{Scripter: rdb, fail: 2, failErr: io.EOF}
-		scZero(t, "acquire after 2 EOFs")(scAcquire(rec, l, "c1:1", 1, scLease))
+		scZero(t, "acquire after 2 EOFs")(scAcquire(fast(rec), l, "c1:1", 1, scLease))
 		scWantCalls(t, rec, map[string]int{"evalsha": 3})
 		scWantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 
 		loading := scRedisErr("LOADING Redis is loading the dataset in memory")
 		rec = &scScripter{Scripter: rdb, fail: 2, failErr: loading}
-		got, err := generated.LockStatus(ctx, rec, generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: "c1:1"})
+		got, err := generated.LockStatus(ctx, fast(rec), generated.LockStatusKeys{Lock: l.name}, generated.LockStatusArgs{Field: "c1:1"})
 		if err != nil || len(got) != 3 || got[1] != 1 {
 			t.Fatalf("status after 2 LOADING = %v, %v", got, err)
 		}
@@ -1649,7 +1646,7 @@ func TestScriptRetry(t *testing.T) {
 
 		// Attempts is the number of calls in all: three failures are final.
 		rec = &scScripter{Scripter: rdb, fail: 3, failErr: io.EOF}
-		_, err = scRelease(rec, l, "c1:1", "req-1", scLease, "publish")
+		_, err = scRelease(fast(rec), l, "c1:1", "req-1", scLease, "publish")
 		scScriptErr(t, "release after 3 EOFs", err, "lock_release", "EOF")
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("release after 3 EOFs: %v is not io.EOF", err)
@@ -1659,14 +1656,14 @@ func TestScriptRetry(t *testing.T) {
 
 		// A reply error that is not transient is not retried.
 		rec = &scScripter{Scripter: rdb, fail: 1, failErr: scRedisErr("ERR something else")}
-		_, err = scRelease(rec, l, "c1:1", "req-1", scLease, "publish")
+		_, err = scRelease(fast(rec), l, "c1:1", "req-1", scLease, "publish")
 		scScriptErr(t, "release after ERR", err, "lock_release", "ERR something else")
 		scWantCalls(t, rec, map[string]int{"evalsha": 1})
 
 		// Nor is a script's own error reply: the LOST error comes back after
 		// one call.
 		rec = &scScripter{Scripter: rdb}
-		_, err = scAcquire(rec, l, "c2:1", 2, scLease)
+		_, err = scAcquire(fast(rec), l, "c2:1", 2, scLease)
 		if !redis.HasErrorPrefix(err, "LOST") {
 			t.Fatalf("LOST: %v", err)
 		}
@@ -1677,13 +1674,13 @@ func TestScriptRetry(t *testing.T) {
 		counter := scNewLock(uniqueName(t) + "-counter").name
 		src := "return redis.call('incr', KEYS[1])\n"
 		sum := sha1.Sum([]byte(src))
-		once := &generated.Script{Name: "x", Source: src, SHA1: hex.EncodeToString(sum[:]), Keys: []string{"counter"}, Return: "int", Idempotent: false}
+		once := &luart.Script{Name: "x", Source: src, SHA1: hex.EncodeToString(sum[:]), Keys: []string{"counter"}, Return: "int", Idempotent: false}
 		if err := once.Load(ctx, rdb); err != nil {
 			t.Fatalf("load x: %v", err)
 		}
 		for _, ferr := range []error{io.EOF, loading} {
 			rec = &scScripter{Scripter: rdb, fail: 1, failErr: ferr}
-			_, err = once.Run(ctx, rec, []string{counter})
+			_, err = once.Run(ctx, fast(rec), []string{counter})
 			if !errors.Is(err, ferr) {
 				t.Fatalf("non-idempotent run after %v: %v", ferr, err)
 			}
@@ -1694,7 +1691,7 @@ func TestScriptRetry(t *testing.T) {
 		again := *once
 		again.Idempotent = true
 		rec = &scScripter{Scripter: rdb, fail: 2, failErr: io.EOF}
-		v, err := again.Run(ctx, rec, []string{counter})
+		v, err := again.Run(ctx, fast(rec), []string{counter})
 		if err != nil || v != int64(1) {
 			t.Fatalf("idempotent run = %v, %v; want 1", v, err)
 		}
@@ -1704,11 +1701,11 @@ func TestScriptRetry(t *testing.T) {
 		}
 
 		// A context cancelled while a retry waits ends the call at once.
-		scSetRetry(t, 5, 10*time.Second, 10*time.Second)
+		slow := func(c redis.Scripter) redis.Scripter { return scRetry(c, 5, 10*time.Second, 10*time.Second) }
 		cctx, cancel := context.WithCancel(ctx)
 		rec = &scScripter{Scripter: rdb, fail: 5, failErr: io.EOF, onFail: cancel}
 		start := time.Now()
-		_, err = generated.LockAcquire(cctx, rec, l.acquireKeys(), generated.LockAcquireArgs{LeaseMS: scLease, Field: "c1:1", Holds: 1})
+		_, err = generated.LockAcquire(cctx, slow(rec), l.acquireKeys(), generated.LockAcquireArgs{LeaseMS: scLease, Field: "c1:1", Holds: 1})
 		if err == nil || time.Since(start) > 2*time.Second {
 			t.Fatalf("cancelled retry: %v after %v", err, time.Since(start))
 		}
@@ -1717,14 +1714,14 @@ func TestScriptRetry(t *testing.T) {
 		dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		rec = &scScripter{Scripter: rdb, fail: 5, failErr: io.EOF}
 		start = time.Now()
-		_, err = generated.LockAcquire(dctx, rec, l.acquireKeys(), generated.LockAcquireArgs{LeaseMS: scLease, Field: "c1:1", Holds: 1})
+		_, err = generated.LockAcquire(dctx, slow(rec), l.acquireKeys(), generated.LockAcquireArgs{LeaseMS: scLease, Field: "c1:1", Holds: 1})
 		dcancel()
 		if err == nil || time.Since(start) > 2*time.Second {
 			t.Fatalf("retry past the deadline: %v after %v", err, time.Since(start))
 		}
 		scWantCalls(t, rec, map[string]int{"evalsha": 1})
 
-		// A cancelled context: a *generated.Error naming the script, and
+		// A cancelled context: a *luart.Error naming the script, and
 		// errors.Is sees context.Canceled through it.
 		cancel()
 		_, err = generated.LockAcquire(cctx, rdb, l.acquireKeys(), generated.LockAcquireArgs{LeaseMS: scLease, Field: "c1:1", Holds: 1})

@@ -24,6 +24,10 @@ type fakeTransport struct {
 	log    []string // "sub CH" and "unsub CH", in order
 	subs   map[string]bool
 	closed bool
+	// autoConfirm confirms every subscription from a goroutine of its own,
+	// as a listener would; Close waits for them.
+	autoConfirm bool
+	wg          sync.WaitGroup
 }
 
 func newFakeTransport() *fakeTransport { return &fakeTransport{subs: map[string]bool{}} }
@@ -35,6 +39,13 @@ func (f *fakeTransport) Subscribe(channel string) {
 	defer f.mu.Unlock()
 	f.log = append(f.log, "sub "+channel)
 	f.subs[channel] = true
+	if f.autoConfirm {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.ev.Confirmed(channel)
+		}()
+	}
 }
 
 func (f *fakeTransport) Unsubscribe(channel string) {
@@ -55,8 +66,9 @@ func (f *fakeTransport) Counts() (subscriptions, conns int) {
 
 func (f *fakeTransport) Close() error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
 	return nil
 }
 
@@ -155,11 +167,15 @@ func (c *fakeClock) armed() int {
 
 // eventually fails the test unless cond becomes true within a generous
 // bound (the machine may be loaded: this asserts an outcome, not a time).
-func eventually(t *testing.T, what string, cond func() bool) {
+// state, when given, says what the test saw instead.
+func eventually(t *testing.T, what string, cond func() bool, state ...func() []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, s := range state {
+				t.Logf("seen: %q", s())
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)

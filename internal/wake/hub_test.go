@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -567,4 +569,74 @@ func TestBoth(t *testing.T) {
 	a.ev.Resubscribed(ch)
 	wantWoken(t, "a resubscription before the other kind confirmed", []*wake.Waiter{r.w}, true)
 	r.w.Release(false, 0)
+}
+
+// TestHub_concurrent: waiters of a few channels come and go concurrently
+// (some get the lock, some give up) while messages and resubscriptions
+// arrive, under the race detector: the transport never sees a channel
+// subscribed twice or unsubscribed when it is not subscribed, and when all
+// are gone (the lingers over) nothing is left subscribed.
+func TestHub_concurrent(t *testing.T) {
+	ft := newFakeTransport()
+	ft.autoConfirm = true
+	h := wake.New(ft, wake.Config{Linger: time.Millisecond, ConfirmWait: time.Second})
+	defer func() { _ = h.Close() }()
+	chans := []string{"a", "b", "c"}
+	stop := make(chan struct{})
+	var events sync.WaitGroup
+	events.Add(1)
+	go func() { // plays Redis
+		defer events.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%50 == 0 {
+				ft.ev.Resubscribed(chans[i%3])
+			} else {
+				ft.ev.Message(chans[i%3])
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	var waiters sync.WaitGroup
+	for g := range 6 {
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			for i := range 100 {
+				w, _, err := h.Subscribe(context.Background(), chans[(g+i)%3])
+				if err != nil {
+					t.Errorf("Subscribe: %v", err)
+					return
+				}
+				w.Hint(time.Duration(i%5)*time.Millisecond, time.Millisecond, 5*time.Millisecond)
+				select {
+				case <-w.C():
+					if i%3 == 0 {
+						w.Signal() // did not act on it
+					}
+				case <-time.After(time.Millisecond):
+				}
+				w.Release(i%2 == 0, time.Millisecond)
+			}
+		}()
+	}
+	waiters.Wait()
+	close(stop)
+	events.Wait()
+	if w, _, _ := h.Counts(); w != 0 {
+		t.Errorf("%d waiters left", w)
+	}
+	eventually(t, "every channel unsubscribed after its linger", func() bool { _, s, _ := h.Counts(); return s == 0 })
+	state := map[string]bool{}
+	for _, op := range ft.ops() {
+		kind, c, _ := strings.Cut(op, " ")
+		if (kind == "sub") == state[c] {
+			t.Fatalf("transport got %q while the channel's subscribed state was %v", op, state[c])
+		}
+		state[c] = kind == "sub"
+	}
 }

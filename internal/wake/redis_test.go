@@ -86,7 +86,7 @@ func TestPlain(t *testing.T) {
 	if err := mr.Restart(); err != nil {
 		t.Fatalf("Restart: %v", err)
 	}
-	eventually(t, "a resubscribed after the restart", func() bool { return rec.count("resubscribed a") >= 1 })
+	eventually(t, "a resubscribed after the restart", func() bool { return rec.count("resubscribed a") >= 1 }, rec.all)
 	if n := rec.count("confirmed a"); n != 1 {
 		t.Errorf("%d first confirmations of a, want 1 (the others are resubscriptions): %q", n, rec.all())
 	}

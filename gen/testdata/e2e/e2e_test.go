@@ -18,6 +18,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/luart"
 )
 
 var keySeq atomic.Int64
@@ -119,9 +121,9 @@ func TestReturnTypes(t *testing.T) {
 		}
 	}
 	_, err := ReplyAny(ctx, c, ReplyAnyKeys{}, ReplyAnyArgs{Shape: "bogus"})
-	var se *Error
+	var se *luart.Error
 	if !errors.As(err, &se) || se.Script != "reply_any" || !strings.Contains(err.Error(), "ERR unknown shape bogus") {
-		t.Errorf("ReplyAny(bogus): %v, want a *Error of reply_any with Redis's error", err)
+		t.Errorf("ReplyAny(bogus): %v, want a *luart.Error of reply_any with Redis's error", err)
 	}
 
 	if err := c.Set(ctx, k+":2", "second", 0).Err(); err != nil {
@@ -143,20 +145,24 @@ func TestPipeline(t *testing.T) {
 
 	for name, p := range map[string]redis.Pipeliner{"Pipeline": c.Pipeline(), "TxPipeline": c.TxPipeline()} {
 		got, err := SetStatus(ctx, p, SetStatusKeys{Key: k}, SetStatusArgs{Value: "x"})
-		if !errors.Is(err, ErrPipeline) || got != "" {
-			t.Errorf("%s: SetStatus = %q, %v; want an error wrapping ErrPipeline", name, got, err)
+		// A pipeline under a retry policy is still a pipeline.
+		if _, err := SetStatus(ctx, luart.WithRetry(p, luart.Retry{Attempts: 1}), SetStatusKeys{Key: k}, SetStatusArgs{Value: "x"}); !errors.Is(err, luart.ErrPipeline) {
+			t.Errorf("%s under WithRetry: SetStatus = %v, want an error wrapping ErrPipeline", name, err)
 		}
-		if want := "lua script set_status: " + ErrPipeline.Error(); err == nil || err.Error() != want {
+		if !errors.Is(err, luart.ErrPipeline) || got != "" {
+			t.Errorf("%s: SetStatus = %q, %v; want an error wrapping luart.ErrPipeline", name, got, err)
+		}
+		if want := "lua script set_status: " + luart.ErrPipeline.Error(); err == nil || err.Error() != want {
 			t.Errorf("%s: error %q, want %q", name, err, want)
 		}
-		if _, err := SetStatusScript.Run(ctx, p, []string{k}, "x"); !errors.Is(err, ErrPipeline) {
-			t.Errorf("%s: Script.Run: %v, want ErrPipeline", name, err)
+		if _, err := SetStatusScript.Run(ctx, p, []string{k}, "x"); !errors.Is(err, luart.ErrPipeline) {
+			t.Errorf("%s: Script.Run: %v, want luart.ErrPipeline", name, err)
 		}
-		if err := SetStatusScript.Load(ctx, p); !errors.Is(err, ErrPipeline) {
-			t.Errorf("%s: Script.Load: %v, want ErrPipeline", name, err)
+		if err := SetStatusScript.Load(ctx, p); !errors.Is(err, luart.ErrPipeline) {
+			t.Errorf("%s: Script.Load: %v, want luart.ErrPipeline", name, err)
 		}
-		if err := LoadAll(ctx, p); !errors.Is(err, ErrPipeline) {
-			t.Errorf("%s: LoadAll: %v, want ErrPipeline", name, err)
+		if err := LoadAll(ctx, p); !errors.Is(err, luart.ErrPipeline) {
+			t.Errorf("%s: LoadAll: %v, want luart.ErrPipeline", name, err)
 		}
 		if n := p.Len(); n != 0 {
 			t.Errorf("%s: %d commands queued, want none", name, n)
@@ -166,8 +172,8 @@ func TestPipeline(t *testing.T) {
 		_, err := GetNullable(ctx, p, GetNullableKeys{Key: k}, GetNullableArgs{})
 		return err
 	})
-	if !errors.Is(err, ErrPipeline) {
-		t.Errorf("GetNullable in Pipelined: %v, want ErrPipeline", err)
+	if !errors.Is(err, luart.ErrPipeline) {
+		t.Errorf("GetNullable in Pipelined: %v, want luart.ErrPipeline", err)
 	}
 	if n, err := c.Exists(ctx, k).Result(); n != 0 || err != nil {
 		t.Errorf("EXISTS %s = %d, %v: a refused call wrote", k, n, err)
@@ -219,9 +225,9 @@ func TestLoadErrorNamesScriptOnce(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("SetStatus: %v, want %q", err, want)
 	}
-	var se *Error
-	if !errors.As(err, &se) || errors.As(se.Err, new(*Error)) {
-		t.Errorf("SetStatus: %#v, want one *Error", err)
+	var se *luart.Error
+	if !errors.As(err, &se) || errors.As(se.Err, new(*luart.Error)) {
+		t.Errorf("SetStatus: %#v, want one *luart.Error", err)
 	}
 	if _, err := SetStatusScript.Run(ctx, f, []string{key(t)}, "x"); err == nil || err.Error() != want {
 		t.Errorf("Script.Run: %v, want %q", err, want)

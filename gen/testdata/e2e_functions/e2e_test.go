@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/luart"
 )
 
 // TestLibrary calls the typed wrappers: the first call finds no function,
@@ -58,7 +60,7 @@ func TestLibrary(t *testing.T) {
 // TestKeyPrefix runs a script whose prefix arg is declared in
 // keyPrefixArgs: a prefix with the keys' hash tag runs (the derived key is
 // in their slot); one without a hash tag, or with another, fails with
-// ErrKeyPrefix and sends nothing.
+// luart.ErrKeyPrefix and sends nothing.
 func TestKeyPrefix(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: os.Getenv("LUAGEN_E2E_ADDR")})
 	defer c.Close()
@@ -69,8 +71,8 @@ func TestKeyPrefix(t *testing.T) {
 	}
 	for _, prefix := range []string{"q:", "{other}:"} {
 		_, err := Enqueue(ctx, c, EnqueueKeys{Queues: "{q}:queues"}, EnqueueArgs{Prefix: prefix, Job: "j2"})
-		if !errors.Is(err, ErrKeyPrefix) {
-			t.Errorf("Enqueue with prefix %q: %v, want ErrKeyPrefix", prefix, err)
+		if !errors.Is(err, luart.ErrKeyPrefix) {
+			t.Errorf("Enqueue with prefix %q: %v, want luart.ErrKeyPrefix", prefix, err)
 		}
 		if n, err := c.Exists(ctx, prefix+"wait").Result(); err != nil || n != 0 {
 			t.Errorf("prefix %q: %swait exists (%d, %v): the script ran", prefix, prefix, n, err)

@@ -1,0 +1,68 @@
+package lualock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/renew"
+)
+
+// lockRenewal is how the watchdog renews a reentrant or fair lock held
+// without a lease: lua/lock_renew.lua, many locks of one slot per call.
+var lockRenewal = &renew.Spec{
+	Name:   "lock_renew",
+	Script: generated.LockRenewScript,
+	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd {
+		return generated.LockRenewCmd(ctx, p, generated.LockRenewKeys{Locks: keys},
+			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+	},
+	Result: generated.LockRenewResult,
+}
+
+// newWatchdog starts the client's watchdog: it renews the holds taken
+// without a lease every WatchdogLease/3, in calls of up to RenewBatch locks
+// (per slot on a cluster).
+func newWatchdog(c *Client) *renew.Watchdog {
+	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
+	if _, ok := c.rdb.(*redis.ClusterClient); ok {
+		cfg.Slot = slot
+	}
+	if c.cfg.Observer.Renew != nil || c.cfg.Logger != nil {
+		cfg.OnRenew = c.renewCalled
+	}
+	w, err := renew.New(c.rdb, cfg)
+	if err != nil {
+		panic(err) // normalize checked both: a positive lease, a positive batch
+	}
+	return w
+}
+
+// renew puts hold gen, whose lease was set at start or later, under the
+// watchdog with its protocol's renewal (holdEnv), with the handle's entry
+// (one per handle, reused by its holds: no allocation per hold). It returns
+// false when the client has closed. It runs under the op lock and h.mu.
+func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
+	if l.renewalEnd == nil {
+		l.renewalEnd = l.renewalEnded // once per handle
+	}
+	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.field}, gen, start, l.renewalEnd) {
+		return nil, false
+	}
+	return &l.renewal, true
+}
+
+// renewalEnded ends hold gen as its watchdog entry ended.
+func (l *Lock) renewalEnded(gen uint64, end renew.End) {
+	switch end {
+	case renew.Gone:
+		l.h.lose(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone))
+	case renew.Expired:
+		l.h.expire(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostRenewalsFailed))
+	case renew.Closed:
+		l.h.end(gen, fmt.Errorf("%w: the watchdog stopped renewing the lock", ErrClosed))
+	}
+}
