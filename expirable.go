@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // PermitExpirableSemaphore is a handle on Redisson's
@@ -24,12 +26,13 @@ import (
 // cannot release or extend each other's permits (each sees "not held");
 // counts and expiry are shared with both versions.
 //
-// A permit taken without a lease (Acquire, TryAcquire) is renewed by a
-// goroutine of the client, like a lock under the watchdog
-// (Options.WatchdogLease), until Release; its Context ends with a cause
-// wrapping ErrLockLost when a renewal finds it gone (expired and given
-// back, or released by someone else) or when renewals fail for a whole
-// lease. Deadlines are Redis's clock (TIME) when lualock sets them and the
+// A permit taken without a lease (Acquire, TryAcquire) is renewed by the
+// client's watchdog like a lock (Options.WatchdogLease, in batches of up
+// to Options.RenewBatch permits of one slot per call,
+// lua/expirable_semaphore_renew.lua), until Release; its Context ends with
+// a cause wrapping ErrLockLost when a renewal finds it gone (expired and
+// given back, or released by someone else) or when renewals fail for a
+// whole lease (less renew.LossMargin), and with ErrClosed at Client.Close. Deadlines are Redis's clock (TIME) when lualock sets them and the
 // Java host's clock when Redisson does.
 //
 // Waiters are woken by the semaphore's messages and retry on a timer bound
@@ -185,7 +188,7 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 		}
 		return nil, wrapErr(verbAcquire, s.name, err)
 	}
-	p := &Permit{s: s, id: id, stop: make(chan struct{})}
+	p := &Permit{s: s, id: id}
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	if lease > 0 {
 		p.timer = time.AfterFunc(time.Until(start.Add(lease)), func() {
@@ -193,9 +196,46 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 		})
 		return p, nil
 	}
-	p.renewing = true
-	s.c.background(func() { p.renew(start, set) })
+	t := renew.Target{Spec: permitRenewal(s.c.env.publish), Key: s.name, Field: string(id)}
+	if !s.c.wd.Add(&p.entry, t, 0, start, p.renewalEnded) {
+		// Closed since the attempt: the permit comes back at its lease.
+		p.cancel(fmt.Errorf("%w: the permit is not renewed", ErrClosed))
+	}
 	return p, nil
+}
+
+// permitRenewals are the watchdog's renewal specs of the permits, one per
+// publish mode (lua/expirable_semaphore_renew.lua publishes when it gives
+// expired permits back): many permits of one slot per call.
+var permitRenewals = map[string]*renew.Spec{}
+
+func init() {
+	for _, publish := range []string{"publish", "spublish", "both"} {
+		permitRenewals[publish] = &renew.Spec{
+			Name:   "expirable_semaphore_renew",
+			Script: generated.ExpirableSemaphoreRenewScript,
+			Cmd: func(ctx context.Context, p redis.Pipeliner, names, ids []string, lease time.Duration) *redis.Cmd {
+				k := make([]string, 0, 3*len(names))
+				a := make([][]byte, len(ids))
+				for i, n := range names {
+					k = append(k, n, sfx(n, "timeout"), keys.Tag(semChanPrefix, n))
+					a[i] = []byte(ids[i])
+				}
+				return generated.ExpirableSemaphoreRenewCmd(ctx, p, generated.ExpirableSemaphoreRenewKeys{Permits: k},
+					generated.ExpirableSemaphoreRenewArgs{LeaseMS: lease.Milliseconds(), Publish: publish, IDs: a})
+			},
+			Result: generated.ExpirableSemaphoreRenewResult,
+		}
+	}
+}
+
+// permitRenewal returns the renewal spec of the permits for the client's
+// publish mode.
+func permitRenewal(publish string) *renew.Spec {
+	if sp := permitRenewals[publish]; sp != nil {
+		return sp
+	}
+	return permitRenewals["publish"]
 }
 
 // release gives back the permit id; false when it was not held.
@@ -209,14 +249,6 @@ func (s *PermitExpirableSemaphore) release(ctx context.Context, id []byte) (bool
 		return err
 	})
 	s.c.dropLatch(err, req)
-	return v == 1, err
-}
-
-// extend sets a new lease on the permit id; false when it is not held.
-func (s *PermitExpirableSemaphore) extend(ctx context.Context, id []byte, lease time.Duration) (bool, error) {
-	v, err := generated.ExpirableSemaphoreExtend(ctx, s.c.env.calls,
-		generated.ExpirableSemaphoreExtendKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel},
-		generated.ExpirableSemaphoreExtendArgs{LeaseMS: lease.Milliseconds(), Publish: s.c.env.publish, IDs: [][]byte{id}})
 	return v == 1, err
 }
 
@@ -248,9 +280,7 @@ type Permit struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // a fixed lease's end
-	renewing bool        // renewed by its goroutine
-	stop     chan struct{}
-	once     sync.Once
+	entry    renew.Entry // its watchdog entry, without a fixed lease
 	released atomic.Bool
 }
 
@@ -269,13 +299,24 @@ func (p *Permit) Done() <-chan struct{} { return p.ctx.Done() }
 
 // end stops the permit's timer or renewal and ends its Context with cause.
 func (p *Permit) end(cause error) {
-	p.once.Do(func() {
-		close(p.stop)
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-	})
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.entry.Stop()
+	p.entry.Remove()
 	p.cancel(cause)
+}
+
+// renewalEnded ends the permit as its watchdog entry ended.
+func (p *Permit) renewalEnded(_ uint64, end renew.End) {
+	switch end {
+	case renew.Gone:
+		p.cancel(fmt.Errorf("%w: permit %s expired or was released by someone else", ErrLockLost, p.ID()))
+	case renew.Expired:
+		p.cancel(fmt.Errorf("%w: permit %s not renewed for a whole lease (%v)", ErrLockLost, p.ID(), p.s.c.cfg.WatchdogLease))
+	case renew.Closed:
+		p.cancel(fmt.Errorf("%w: the permit is not renewed any more", ErrClosed))
+	}
 }
 
 // Release gives the permit back and wakes waiters. It returns ErrLockLost
@@ -303,46 +344,6 @@ func (p *Permit) Release(ctx context.Context) error {
 		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
 	}
 	return wrapErr(verbRelease, s.name, err)
-}
-
-// renew is the renewal goroutine of a permit without a fixed lease: every
-// third of the lease it sets the lease again, until Release or Close; a
-// renewal that finds the permit gone, or a whole lease without a
-// successful renewal, ends the permit as lost.
-func (p *Permit) renew(renewed time.Time, lease time.Duration) {
-	s := p.s
-	every := lease / 3
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-s.c.closing:
-			p.end(fmt.Errorf("%w: the permit is not renewed any more", ErrClosed))
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		start := time.Now()
-		ok, err := s.extend(ctx, p.id, lease)
-		cancel()
-		switch {
-		case err == nil && !ok:
-			p.end(fmt.Errorf("%w: permit %s expired or was released by someone else", ErrLockLost, p.ID()))
-			return
-		case err == nil:
-			renewed = start
-		case time.Since(renewed) >= lease:
-			p.end(fmt.Errorf("%w: permit %s not renewed for a whole lease (%v): %w", ErrLockLost, p.ID(), lease, err))
-			return
-		}
-		next := every
-		if err != nil {
-			next = min(every, max(time.Until(renewed.Add(lease))/3, time.Millisecond))
-		}
-		t.Reset(next)
-	}
 }
 
 // sfx is Redisson's suffix builder: name:suffix when name carries a brace,

@@ -21,6 +21,7 @@ var Scripts = []*luart.Script{
 	ExpirableSemaphoreAvailableScript,
 	ExpirableSemaphoreExtendScript,
 	ExpirableSemaphoreReleaseScript,
+	ExpirableSemaphoreRenewScript,
 	FairAcquireScript,
 	FairForceReleaseScript,
 	FairLeaveScript,
