@@ -36,7 +36,9 @@ import (
 // Java host's clock when Redisson does.
 //
 // Waiters are woken by the semaphore's messages and retry on a timer bound
-// by the nearest permit deadline, as Redisson's; a waiter is not starved
+// by the nearest permit deadline, as Redisson's, and by
+// Options.MaxWaitTimer (see Semaphore for a waiter that may hold the
+// claim); a waiter is not starved
 // by lualock waiters for fewer permits (see Semaphore). Its methods are
 // safe for concurrent use.
 type PermitExpirableSemaphore struct {
@@ -156,23 +158,36 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 	_, waiter := newRequest(s.name)
 	claimMS := int64(0)
 	if wait != 0 {
-		claimMS = claimPolls * min(semPoll, s.c.cfg.MaxWaitTimer).Milliseconds()
+		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
 	}
 	var start time.Time
 	claimed := false
-	unknown, err := s.c.waitFor(ctx, s.channel, wait, func(ctx context.Context) (bool, time.Duration, error) {
-		start = time.Now()
-		v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
-			generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},
-			generated.ExpirableSemaphoreAcquireArgs{LeaseMS: set.Milliseconds(), Publish: s.c.env.publish, Waiter: waiter, ClaimMS: claimMS, IDs: [][]byte{id}})
-		if err != nil || v == 0 {
-			return err == nil, 0, err
-		}
-		claimed = claimed || claimMS > 0
-		return false, time.Duration(max(v, 0)) * time.Millisecond, nil
-	})
-	if err != nil {
-		if unknown || claimed {
+	err := s.c.waitFor(ctx, wait, &waitFuncs{
+		ch: s.channel,
+		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+			start = time.Now()
+			v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
+				generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},
+				generated.ExpirableSemaphoreAcquireArgs{LeaseMS: set.Milliseconds(), Publish: s.c.env.publish, Waiter: waiter, ClaimMS: claimMS, IDs: [][]byte{id}})
+			if err != nil || v == 0 {
+				return err == nil, 0, err
+			}
+			claimed = claimed || claimMS > 0
+			if v < 0 {
+				return false, -1, nil // no permit deadline: wait for a message
+			}
+			return false, time.Duration(v) * time.Millisecond, nil // the nearest permit deadline
+		},
+		maxTimer: func() time.Duration {
+			if claimed {
+				return min(claimRefresh, s.c.cfg.MaxWaitTimer)
+			}
+			return s.c.cfg.MaxWaitTimer
+		},
+		clean: func(unknown bool) {
+			if !unknown && !claimed {
+				return
+			}
 			s.c.background(func() {
 				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 				defer cancel()
@@ -185,7 +200,9 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 					_, _ = generated.SemaphoreUnclaim(bctx, s.c.env.calls, generated.SemaphoreUnclaimKeys{Claim: s.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
 				}
 			})
-		}
+		},
+	})
+	if err != nil {
 		return nil, wrapErr(verbAcquire, s.name, err)
 	}
 	p := &Permit{s: s, id: id}

@@ -114,16 +114,20 @@ func (l *CountDownLatch) count(ctx context.Context) (int64, error) {
 // Await blocks until the latch is open (its count is 0, or it was never
 // set) or ctx ends; give ctx a deadline to bound the wait. It is woken by
 // the message of the count down that opens the latch, whoever sends it,
-// and re-checks on a timer (at most every second) in case a message is
-// missed. It returns ErrInvalid, ErrClosed, an error wrapping ctx's error,
+// and re-checks on a fallback timer (Options.MaxWaitTimer) in case a
+// message is missed. It returns ErrInvalid, ErrClosed, an error wrapping ctx's error,
 // or a non-transient Redis error.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.usable(ctx); err != nil {
 		return wrapErr(verbAwait, l.name, err)
 	}
-	_, err := l.c.waitFor(ctx, l.channel, -1, func(ctx context.Context) (bool, time.Duration, error) {
-		n, err := l.count(ctx)
-		return err == nil && n <= 0, 0, err
+	err := l.c.waitFor(ctx, -1, &waitFuncs{
+		ch: l.channel,
+		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+			n, err := l.count(ctx)
+			return err == nil && n <= 0, -1, err
+		},
+		maxTimer: func() time.Duration { return l.c.cfg.MaxWaitTimer },
 	})
 	return wrapErr(verbAwait, l.name, err)
 }

@@ -20,7 +20,10 @@ import (
 // the PermitExpirableSemaphore, whose permits expire unless renewed.
 //
 // Waiters are woken by the release messages Redisson's clients and lualock
-// publish, and retry on a timer too (at most every second). A waiter for
+// publish (each message wakes every waiter of the client), and retry on
+// a fallback timer of Options.MaxWaitTimer in case a message is missed
+// (a waiter that may hold the claim below: at most every second, to keep
+// it). A waiter for
 // many permits is not starved by lualock waiters for fewer: a refused
 // waiter claims its permits when no larger claim exists, and lualock's
 // other acquisitions must then leave them (Redisson's clients ignore the
@@ -182,7 +185,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 	req, waiter := newRequest(s.name)
 	claimMS := int64(0)
 	if wait != 0 {
-		claimMS = claimPolls * min(semPoll, s.c.cfg.MaxWaitTimer).Milliseconds()
+		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
 	}
 	attempt := func(ctx context.Context, w string, claim int64) (bool, error) {
 		v, err := generated.SemaphoreAcquire(ctx, s.c.env.scripts,
@@ -191,31 +194,44 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 		return v == 1, err
 	}
 	claimed := false
-	unknown, err := s.c.waitFor(ctx, s.channel, wait, func(ctx context.Context) (bool, time.Duration, error) {
-		ok, err := attempt(ctx, waiter, claimMS)
-		claimed = claimed || (err == nil && !ok && claimMS > 0)
-		return ok, 0, err
+	err := s.c.waitFor(ctx, wait, &waitFuncs{
+		ch: s.channel,
+		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+			ok, err := attempt(ctx, waiter, claimMS)
+			claimed = claimed || (err == nil && !ok && claimMS > 0)
+			return ok, -1, err
+		},
+		maxTimer: func() time.Duration {
+			if claimed {
+				// Keep the claim alive: it lapses after claimPolls refreshes.
+				return min(claimRefresh, s.c.cfg.MaxWaitTimer)
+			}
+			return s.c.cfg.MaxWaitTimer
+		},
+		clean: func(unknown bool) {
+			if !unknown && !claimed {
+				return
+			}
+			// Give back what an attempt with a lost reply may have taken
+			// (its resend replays it, or takes the permits now: either way
+			// they are released), and give up the claim.
+			s.c.background(func() {
+				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+				defer cancel()
+				if unknown {
+					if ok, err := attempt(bctx, "", 0); err == nil && ok {
+						_ = s.release(bctx, n)
+					}
+				}
+				if claimed {
+					_, _ = generated.SemaphoreUnclaim(bctx, s.c.env.calls, generated.SemaphoreUnclaimKeys{Claim: s.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
+				}
+			})
+		},
 	})
 	if err == nil {
 		s.c.dropLatch(nil, req)
 		return nil
-	}
-	if unknown || claimed {
-		// Give back what an attempt with a lost reply may have taken (its
-		// resend replays it, or takes the permits now: either way they are
-		// released), and give up the claim.
-		s.c.background(func() {
-			bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-			defer cancel()
-			if unknown {
-				if ok, err := attempt(bctx, "", 0); err == nil && ok {
-					_ = s.release(bctx, n)
-				}
-			}
-			if claimed {
-				_, _ = generated.SemaphoreUnclaim(bctx, s.c.env.calls, generated.SemaphoreUnclaimKeys{Claim: s.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
-			}
-		})
 	}
 	return wrapErr(verbAcquire, s.name, err)
 }

@@ -36,11 +36,12 @@ const (
 )
 
 const (
-	// semPoll bounds how long a semaphore or latch waiter sleeps between
-	// attempts without a message (a missed message must not hang it), at
-	// most Options.MaxWaitTimer.
-	semPoll = time.Second
-	// claimPolls: a waiter's claim lives this many polls, so that it
+	// claimRefresh is how often, at most, a semaphore waiter that holds a
+	// claim attempts again without a message, to keep its claim (capped by
+	// Options.MaxWaitTimer); other waiters wait for a message or their
+	// fallback timer (Options.MaxWaitTimer, or the hint of the reply).
+	claimRefresh = time.Second
+	// claimPolls: a waiter's claim lives this many refreshes, so that it
 	// outlives the waiter's pauses and lapses soon after a dead waiter's.
 	claimPolls = 3
 )
@@ -119,146 +120,76 @@ func (c *Client) call(ctx context.Context, f func(ctx context.Context) error) er
 	}
 }
 
-// tryFunc is one attempt of a waiter: whether it succeeded, and how long to
-// wait at most before the next attempt when it did not (<= 0: the poll).
-type tryFunc func(ctx context.Context) (ok bool, next time.Duration, err error)
+// waitable is what the acquisition engine (engine.go) needs of a
+// primitive that has no Lock (the semaphores' acquires, the latch's
+// Await): the engine runs the same loop as for a Lock (wait budget and
+// deadline, backoff on transient errors, the hub's subscription confirmed
+// before the first retry, fallback timer from the attempt's hint, the
+// give-up clean-up, ErrNotObtained or ErrUnavailable) over it.
+type waitable interface {
+	// try makes one attempt: whether it succeeded and, when it did not,
+	// the wait the reply hints at (negative: none, wait for a message).
+	try(ctx context.Context) (ok bool, ttl time.Duration, err error)
+	// channel is the channel whose messages wake the waiter.
+	channel() string
+	// wakeAll: every message wakes every waiter of the channel in this
+	// client (a release may serve several waiters), not one.
+	wakeAll() bool
+	// timer bounds the fallback timer after an attempt that hinted ttl.
+	timer(ttl time.Duration) (floor, ceil time.Duration)
+	// giveUp cleans up after a call that did not succeed; unknown tells
+	// that the last attempt's outcome is unknown (its reply was lost).
+	giveUp(unknown bool)
+}
 
-// waitFor runs try until it succeeds, waiting up to wait between attempts
-// (forever when negative; one attempt when 0) for a message on channel or
-// the attempt's own timer. Every message wakes every waiter of the
-// channel in this client. It returns
-// ErrNotObtained when the wait runs out (ErrUnavailable when Redis never
-// answered), ErrClosed, ctx's error, or try's non-transient error.
-// unknown reports whether the last attempt's outcome is unknown (a lost
-// reply), for the caller's clean-up.
-func (c *Client) waitFor(ctx context.Context, channel string, wait time.Duration, try tryFunc) (unknown bool, err error) {
-	if ctx == nil {
-		return false, fmt.Errorf("%w: nil context", ErrInvalid)
-	}
-	if ctx.Err() != nil {
-		return false, ctxErr(ctx, nil)
-	}
-	if !c.enter() {
-		return false, ErrClosed
-	}
-	defer c.bg.Done()
-	actx := ctx
-	var deadline time.Time
-	if wait >= 0 {
-		deadline = time.Now().Add(wait)
-	}
-	if wait > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	over := func() bool { return !deadline.IsZero() && !time.Now().Before(deadline) }
-	var (
-		sub      interface{ Signal() bool }
-		release  func(acquired bool)
-		woke     <-chan struct{}
-		woken    bool
-		answered bool
-		lastErr  error
-		ok       bool
-		bo       = c.newBackoff()
-	)
-	defer func() {
-		if release == nil {
-			return
-		}
-		if woken {
-			sub.Signal() // unused: Release passes it to another waiter
-		}
-		release(ok)
-	}()
-	poll := min(semPoll, c.cfg.MaxWaitTimer)
-	for {
-		woken = false
-		var next time.Duration
-		var err error
-		ok, next, err = try(actx)
-		switch {
-		case ok:
-			return false, nil
-		case err == nil:
-			answered, lastErr, unknown = true, nil, false
-			bo = c.newBackoff()
-		case ctx.Err() != nil:
-			return !isRedisError(err), ctxErr(ctx, lastErr)
-		case actx.Err() != nil:
-			return !isRedisError(err), notObtained(answered, wait, lastErr)
-		case !transient(err):
-			return !isRedisError(err), err
-		default:
-			lastErr, unknown = err, true
-		}
-		if over() {
-			return unknown, notObtained(answered, wait, lastErr)
-		}
-		d := poll
-		switch {
-		case lastErr != nil:
-			d = bo.step()
-		case next > 0:
-			d = min(next+time.Millisecond, poll)
-		}
-		if release == nil && lastErr == nil {
-			w, fresh, err := c.hub.Subscribe(actx, channel)
-			switch {
-			case err == nil:
-				// Every message wakes every waiter of the channel in this
-				// client (the hub wakes one per message, as a lock's
-				// release serves one waiter): a release may serve several
-				// waiters, or only a waiter that another's claim favours.
-				watch := c.hub.Watch(channel, func() { w.Signal() })
-				sub, woke = w, w.C()
-				release = func(acquired bool) {
-					if watch != nil {
-						watch.Stop()
-					}
-					w.Release(acquired, 0)
-				}
-				if fresh {
-					continue // a release before the subscription went unheard
-				}
-			case ctx.Err() != nil:
-				return false, ctxErr(ctx, lastErr)
-			case actx.Err() != nil:
-				return false, notObtained(answered, wait, lastErr)
-			case errors.Is(err, ErrClosed):
-				return false, fmt.Errorf("%w while waiting", ErrClosed)
-			}
-		}
-		if !deadline.IsZero() {
-			d = min(d, max(time.Until(deadline), 0))
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-woke:
-			woken = true
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false, ctxErr(ctx, lastErr)
-		case <-c.closing:
-			t.Stop()
-			return false, fmt.Errorf("%w while waiting", ErrClosed)
-		}
-		t.Stop()
+// waitFuncs is a waitable made of funcs.
+type waitFuncs struct {
+	ch       string
+	attempt  func(ctx context.Context) (bool, time.Duration, error)
+	maxTimer func() time.Duration // the fallback timer's ceiling
+	clean    func(unknown bool)   // nil: nothing to clean up
+}
+
+func (w *waitFuncs) try(ctx context.Context) (bool, time.Duration, error) { return w.attempt(ctx) }
+func (w *waitFuncs) channel() string                                      { return w.ch }
+func (w *waitFuncs) wakeAll() bool                                        { return true }
+func (w *waitFuncs) timer(time.Duration) (floor, ceil time.Duration) {
+	return time.Millisecond, w.maxTimer()
+}
+func (w *waitFuncs) giveUp(unknown bool) {
+	if w.clean != nil {
+		w.clean(unknown)
 	}
 }
 
-// notObtained is the error of a wait that ran out.
-func notObtained(answered bool, wait time.Duration, last error) error {
-	s := ErrNotObtained
-	if !answered {
-		s = ErrUnavailable
+// waitFor runs w's attempts on the acquisition engine until one succeeds,
+// waiting up to wait (forever when negative; one attempt when 0). It
+// returns ErrNotObtained when the wait runs out (ErrUnavailable when Redis
+// never answered), ErrClosed, an error wrapping ctx's, or a non-transient
+// error of an attempt; w.giveUp has run (or runs in the background) then.
+func (c *Client) waitFor(ctx context.Context, wait time.Duration, w waitable) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalid)
 	}
-	if last != nil {
-		return fmt.Errorf("%w within %v (last error: %w)", s, wait, last)
+	if ctx.Err() != nil {
+		return ctxErr(ctx, nil)
 	}
-	return fmt.Errorf("%w within %v", s, wait)
+	if !c.enter() {
+		return ErrClosed
+	}
+	defer c.bg.Done()
+	a := acquisition{c: c, o: w, ctx: ctx, actx: ctx, wait: wait, bo: c.newBackoff()}
+	if wait >= 0 {
+		a.deadline = time.Now().Add(wait)
+	}
+	if wait > 0 {
+		var cancel context.CancelFunc
+		a.actx, cancel = context.WithDeadline(ctx, a.deadline)
+		defer cancel()
+	}
+	a.run()
+	a.end()
+	return a.err
 }
 
 // isRedisError reports whether err is Redis's reply (the script ran, or

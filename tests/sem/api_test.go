@@ -18,8 +18,9 @@ import (
 	"github.com/lualock/lualock/generated"
 )
 
-// wakeBound bounds a wake-up after a release or count down: the waiters'
-// fallback timers are 1 s, so a waiter that missed the message is late.
+// wakeBound bounds a wake-up after a release or count down: a waiter that
+// missed the message would wait for its fallback timer (MaxWaitTimer, or a
+// claimer's 1 s refresh), so it would be late.
 const wakeBound = 500 * time.Millisecond
 
 // newClient returns a lualock client on b's Redis, closed at the end.

@@ -149,3 +149,37 @@ func TestPermitRenew_script(t *testing.T) {
 		}
 	})
 }
+
+// TestLatchAPI_noPolling: an Await with no message sends nothing for
+// longer than a second (its fallback timer is Options.MaxWaitTimer, not
+// a 1 s poll), and the count down's message still wakes it.
+func TestLatchAPI_noPolling(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c := ctx(t)
+		cl := newClient(t, b, lualock.Options{MaxWaitTimer: 20 * time.Second})
+		l := cl.NewCountDownLatch(uniqueName(t, false))
+		if ok, err := l.TrySetCount(c, 1); err != nil || !ok {
+			t.Fatalf("TrySetCount: %v %v", ok, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.Await(c) }()
+		time.Sleep(300 * time.Millisecond) // subscribed, first attempts made
+		h := &counter{}
+		b.rdb.AddHook(h)
+		time.Sleep(2500 * time.Millisecond)
+		if n := h.n.Load(); n != 0 {
+			t.Fatalf("an idle Await sent %d commands in 2.5 s, want 0", n)
+		}
+		if err := l.CountDown(c); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(timeout):
+			t.Fatal("Await not woken by the count down")
+		}
+	})
+}
