@@ -63,6 +63,9 @@ func (a *acquisition) run() {
 // acquisition is the state of one acquire call between its steps.
 type acquisition struct {
 	l        *Lock
+	c        *Client
+	o        waitable        // a primitive without a Lock (semaphores, latch; semwait.go): nil for a Lock
+	watch    *wake.Watch     // o's: every message wakes this waiter too
 	ctx      context.Context // the caller's
 	actx     context.Context // ctx bounded by the wait's deadline: the calls to Redis
 	wait     time.Duration   // the budget; negative: forever
@@ -85,6 +88,7 @@ type acquisition struct {
 	leaseSet    time.Duration // the lease the acquisition set
 	woken       bool          // a wake-up was taken and no attempt has used it yet
 	spinning    bool          // the backoff between attempts is the protocol's (spinner)
+	unknown     bool          // o's last attempt got no reply: its outcome is unknown
 }
 
 // spinner is implemented by the protocols without pub/sub whose waiters
@@ -96,7 +100,7 @@ type spinner interface {
 // acquire takes the lock, waiting up to wait (forever when negative), with
 // a fixed lease or, when lease is 0, the watchdog.
 func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) (err error) {
-	a := acquisition{l: l, ctx: ctx, actx: ctx, wait: wait, lease: lease}
+	a := acquisition{l: l, c: l.c, ctx: ctx, actx: ctx, wait: wait, lease: lease}
 	if l.c.cfg.Observer.Acquire != nil || l.c.cfg.Logger != nil {
 		start := time.Now()
 		// Handoff: obtained after waiting for another holder.
@@ -164,11 +168,18 @@ func (a *acquisition) retry() step {
 
 // attempt makes one attempt and chooses what follows from its outcome.
 func (a *acquisition) attempt() step {
-	res, err := a.l.attempt(a.actx, a)
+	var res attemptResult
+	var err error
+	if a.o != nil {
+		res.acquired, res.wait, err = a.o.try(a.actx)
+		a.unknown = err != nil && !isRedisError(err)
+	} else {
+		res, err = a.l.attempt(a.actx, a)
+	}
 	a.answered = a.answered || err == nil
 	switch {
 	case res.acquired:
-		a.acquired, a.leaseSet = true, cmp.Or(a.lease, a.l.c.cfg.WatchdogLease)
+		a.acquired, a.leaseSet = true, cmp.Or(a.lease, a.c.cfg.WatchdogLease)
 		return stepDone
 	case err == nil:
 		a.ttl = res.wait
@@ -206,23 +217,31 @@ func (a *acquisition) backoff() step {
 // waiter. A fresh subscription retries at once: a release before it was
 // confirmed went unheard. A protocol with no channel is polled instead.
 func (a *acquisition) subscribe() step {
-	ch := a.l.p.channel(a.l.field)
+	var ch string
+	if a.o != nil {
+		ch = a.o.channel()
+	} else {
+		ch = a.l.p.channel(a.l.field)
+	}
 	if ch == "" {
 		// A protocol without pub/sub (a spin lock): back off, exponential
 		// and bounded, between attempts: within the protocol's bounds
 		// when it has its own (spinner), Options.RetryMin and RetryMax
 		// otherwise.
-		if s, ok := a.l.p.(spinner); ok && !a.spinning {
+		if s, ok := a.spinner(); ok && !a.spinning {
 			a.spinning = true
 			lo, hi := s.spinBackoff()
 			a.bo = backoff{luart.NewBackoff(lo, hi)}
 		}
 		return a.pause(a.bo.step())
 	}
-	sub, fresh, err := a.l.c.hub.Subscribe(a.actx, ch)
+	sub, fresh, err := a.c.hub.Subscribe(a.actx, ch)
 	switch {
 	case err == nil:
 		a.sub = sub
+		if a.o != nil && a.o.wakeAll() {
+			a.watch = a.c.hub.Watch(ch, func() { sub.Signal() })
+		}
 		if fresh {
 			return stepRetry
 		}
@@ -241,9 +260,14 @@ func (a *acquisition) subscribe() step {
 // sleep waits for a wake-up, or the fallback timer the protocol bounds,
 // then retries. Redis answered: the backoff starts over.
 func (a *acquisition) sleep() step {
-	a.bo = a.l.c.newBackoff()
+	a.bo = a.c.newBackoff()
 	a.lastErr = nil
-	floor, ceil := a.l.p.timer(a.ttl)
+	var floor, ceil time.Duration
+	if a.o != nil {
+		floor, ceil = a.o.timer(a.ttl)
+	} else {
+		floor, ceil = a.l.p.timer(a.ttl)
+	}
 	a.sub.Hint(a.ttl, floor, ceil)
 	return a.pause(-1)
 }
@@ -283,7 +307,7 @@ func (a *acquisition) block(pause time.Duration) error {
 	case <-timeout:
 	case <-a.ctx.Done():
 		return a.ctx.Err()
-	case <-a.l.c.closing:
+	case <-a.c.closing:
 		return ErrClosed
 	}
 	return nil
@@ -325,6 +349,9 @@ const cleanupWait = 100 * time.Millisecond
 // goroutine of the client, which Close waits for; the handle's next call
 // waits for it too.
 func (a *acquisition) end() {
+	if a.watch != nil {
+		a.watch.Stop() // before Release: the hub idles a channel only once no watch is left
+	}
 	if a.sub != nil {
 		if a.woken {
 			// The call ends without acting on a release it was told of:
@@ -332,6 +359,12 @@ func (a *acquisition) end() {
 			a.sub.Signal()
 		}
 		a.sub.Release(a.acquired, a.leaseSet)
+	}
+	if a.o != nil {
+		if !a.acquired {
+			a.o.giveUp(a.unknown)
+		}
+		return
 	}
 	l := a.l
 	if l.h.exit() {
@@ -376,4 +409,14 @@ func (a *acquisition) end() {
 		defer cancel()
 		_ = clean(bctx)
 	})
+}
+
+// spinner returns the lock protocol's own backoff bounds, if it has them;
+// the semaphores and the latch (a.o) always have a channel.
+func (a *acquisition) spinner() (spinner, bool) {
+	if a.o != nil {
+		return nil, false
+	}
+	s, ok := a.l.p.(spinner)
+	return s, ok
 }

@@ -602,11 +602,11 @@ var (
 // Uncontended locks never retry, so the retry settings do not matter there;
 // rueidislock's KeyMajority does (3 keys by default, 1 tuned).
 func uncontendedVariants() []variant {
-	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
+	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vLualockSem, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
 }
 
 func contendedVariants() []variant {
-	return []variant{vMutex, vLualock, vLualockAP, vLualockFair, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
+	return []variant{vMutex, vLualock, vLualockAP, vLualockFair, vLualockSem, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
 }
 
 func waitingVariants() []variant {

@@ -17,11 +17,19 @@ import (
 
 // Scripts lists every script of lua, sorted by name.
 var Scripts = []*luart.Script{
+	ExpirableSemaphoreAcquireScript,
+	ExpirableSemaphoreAvailableScript,
+	ExpirableSemaphoreExtendScript,
+	ExpirableSemaphoreReleaseScript,
+	ExpirableSemaphoreRenewScript,
 	FairAcquireScript,
 	FairForceReleaseScript,
 	FairLeaveScript,
 	FairReleaseScript,
 	FencedAcquireScript,
+	LatchCountScript,
+	LatchCountDownScript,
+	LatchTrySetCountScript,
 	LockAcquireScript,
 	LockForceReleaseScript,
 	LockReleaseScript,
@@ -34,6 +42,13 @@ var Scripts = []*luart.Script{
 	RwlockStatusScript,
 	RwlockWriteAcquireScript,
 	RwlockWriteReleaseScript,
+	SemaphoreAcquireScript,
+	SemaphoreAddPermitsScript,
+	SemaphoreAvailableScript,
+	SemaphoreDrainScript,
+	SemaphoreReleaseScript,
+	SemaphoreTrySetPermitsScript,
+	SemaphoreUnclaimScript,
 }
 
 // LoadAll loads every script of the package, on every master of a cluster

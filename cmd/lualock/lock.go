@@ -57,11 +57,12 @@ type lockArgs struct {
 	fenced      bool // a fenced lock: the token goes to the command
 	quiet       bool
 	notObtained int
+	permits     int // -semaphore N: take one permit of N (semaphore.go)
 }
 
 func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	begin := time.Now() // -wait counts from here
-	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
+	fs := newFlagSet("lock", "[-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]", stderr)
 	var a lockArgs
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
@@ -73,6 +74,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.read, "read", false, "take the read lock of a read-write lock, Redisson's RReadWriteLock (shared with other readers)")
 	fs.BoolVar(&a.write, "write", false, "take the write lock of a read-write lock, Redisson's RReadWriteLock")
 	fs.BoolVar(&a.fenced, "fenced", false, "take a fenced lock, Redisson's RFencedLock: the command gets its token in $"+envToken)
+	fs.IntVar(&a.permits, "semaphore", 0, "take one permit of the permit-expirable semaphore NAME (Redisson's RPermitExpirableSemaphore), setting it to `N` permits if it does not exist; the permit is renewed like a lock, and comes back when lualock dies")
 	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
 	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
@@ -108,8 +110,10 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usagef(stderr, "lock: -grace %v is negative", a.grace)
 	case a.notObtained < 0 || a.notObtained > 255:
 		return usagef(stderr, "lock: -E %d, want 0..255", a.notObtained)
-	case b2i(a.fair)+b2i(a.read)+b2i(a.write)+b2i(a.fenced) > 1:
-		return usagef(stderr, "lock: -fair, -read, -write and -fenced exclude each other")
+	case b2i(a.fair)+b2i(a.read)+b2i(a.write)+b2i(a.fenced)+b2i(a.permits > 0) > 1:
+		return usagef(stderr, "lock: -fair, -read, -write, -fenced and -semaphore exclude each other")
+	case a.permits < 0:
+		return usagef(stderr, "lock: -semaphore %d, want N >= 1", a.permits)
 	}
 	if err := lualock.CheckName(a.name); err != nil {
 		return usagef(stderr, "lock: %v", clean(err))
@@ -156,6 +160,11 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
+	if a.permits > 0 {
+		defer rdb.Close()
+		defer client.Close()
+		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, stdin, stdout, stderr)
+	}
 	lock, token := newKindLock(client, &a)
 	// From here on the signals are ours: they stop the wait, or go to the
 	// command. Before, their default action ends lualock, holding nothing.
@@ -197,7 +206,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		release(lock, a.name, stderr)
 		return errorf(stderr, code, "%v", err)
 	}
-	return supervise(sup, lock, hold, &a, sigs, stderr)
+	return supervise(sup, func() error { return release(lock, a.name, stderr) }, hold, &a, sigs, stderr)
 }
 
 // acquire takes the lock as the flags say, within deadline when it is set.
@@ -274,9 +283,9 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 }
 
 // supervise waits for the command while forwarding signals to its process
-// group and watching the hold, then releases the lock. It returns the exit
-// code.
-func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
+// group and watching the hold, then releases the lock (or permit) with
+// release. It returns the exit code.
+func supervise(sup *supervisor, release func() error, hold context.Context, a *lockArgs, sigs <-chan os.Signal, stderr io.Writer) int {
 	var lost error
 	holdDone := hold.Done()
 	status := -1
@@ -297,7 +306,7 @@ func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *loc
 				sup.close()
 				sup.killTree()
 				fmt.Fprintf(stderr, "lualock: the supervisor of %s died; the command's processes were killed\n", a.command[0])
-				release(lock, a.name, stderr)
+				_ = release()
 				return exitError
 			case strings.HasPrefix(line, "exit "):
 				status, _ = strconv.Atoi(strings.TrimPrefix(line, "exit "))
@@ -312,7 +321,7 @@ func supervise(sup *supervisor, lock *lualock.Lock, hold context.Context, a *loc
 	if lost != nil {
 		return exitLost
 	}
-	if err := release(lock, a.name, stderr); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
+	if err := release(); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
 		return exitLost // gone before the release: the command may have run without it
 	}
 	return status

@@ -33,6 +33,34 @@
 //         VALUE: the overlaps seen.
 //     push NAME KIND LIST LABEL HOLD_MS  lock(); RPUSH LIST LABEL; pause; unlock()
 //
+// Semaphores and count-down latches (issue 15; no KIND; permit ids are the
+// 32 hex characters Redisson's API shows):
+//
+//     sem.tryset NAME P                  RSemaphore.trySetPermits(P)
+//     sem.acquire NAME N                 acquire(N)
+//     sem.tryacquire NAME N WAIT_MS      tryAcquire(N, WAIT_MS); VALUE true|false
+//     sem.release NAME N                 release(N)
+//     sem.add NAME N                     addPermits(N)
+//     sem.avail NAME                     availablePermits()
+//     sem.drain NAME                     drainPermits()
+//     sem.loop NAME N PERMITS INSIDE HOLD_US
+//         N times: acquire(k), k = 1, 2, 1, 2...; INCRBY INSIDE k (an
+//         over-subscription when above PERMITS); pause HOLD_US; DECRBY
+//         INSIDE k; release(k). VALUE: the over-subscriptions seen.
+//     psem.tryset NAME P                 RPermitExpirableSemaphore.trySetPermits(P)
+//     psem.acquire NAME LEASE_MS         acquire(LEASE_MS); VALUE the permit id
+//     psem.tryacquire NAME WAIT_MS LEASE_MS  tryAcquire(); VALUE the id or null
+//     psem.release NAME ID               tryRelease(ID); VALUE true|false
+//     psem.extend NAME ID LEASE_MS       updateLeaseTime(ID, LEASE_MS); VALUE true|false
+//     psem.avail NAME                    availablePermits()
+//     latch.tryset NAME COUNT            RCountDownLatch.trySetCount(COUNT)
+//     latch.countdown NAME               countDown()
+//     latch.count NAME                   getCount()
+//     latch.await NAME WAIT_MS           await(WAIT_MS); VALUE true|false
+//     mlock.trylock NAMES WAIT_MS        RedissonMultiLock over the RLocks NAMES
+//                                        (comma-separated): tryLock(WAIT_MS, -1); VALUE true|false
+//     mlock.unlock NAMES                 its unlock()
+//
 // "quit" (no id) ends it. The agent is the project's own test tool: it
 // calls only Redisson's public API.
 
@@ -262,6 +290,9 @@ public final class Agent {
     }
 
     private static String op(String[] a) throws Exception {
+        if (a[0].startsWith("sem.") || a[0].startsWith("psem.") || a[0].startsWith("latch.") || a[0].startsWith("mlock.")) {
+            return semOp(a);
+        }
         RLock l = lock(a[1], a[2]);
         switch (a[0]) {
             case "lock": {
@@ -326,4 +357,92 @@ public final class Agent {
                 return familyOp(a, l);
         }
     }
+
+    // ---- issue 15: semaphores and count-down latches (sem helper) ----
+
+    private static String semOp(String[] a) throws Exception {
+        String name = a[1];
+        switch (a[0]) {
+            case "sem.tryset":
+                return String.valueOf(redisson.getSemaphore(name).trySetPermits(Integer.parseInt(a[2])));
+            case "sem.acquire":
+                redisson.getSemaphore(name).acquire(Integer.parseInt(a[2]));
+                return "true";
+            case "sem.tryacquire":
+                return String.valueOf(redisson.getSemaphore(name).tryAcquire(Integer.parseInt(a[2]), Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "sem.release":
+                redisson.getSemaphore(name).release(Integer.parseInt(a[2]));
+                return "true";
+            case "sem.add":
+                redisson.getSemaphore(name).addPermits(Integer.parseInt(a[2]));
+                return "true";
+            case "sem.avail":
+                return String.valueOf(redisson.getSemaphore(name).availablePermits());
+            case "sem.drain":
+                return String.valueOf(redisson.getSemaphore(name).drainPermits());
+            case "sem.loop":
+                return String.valueOf(semLoop(name, Integer.parseInt(a[2]), Long.parseLong(a[3]), a[4], Long.parseLong(a[5])));
+            case "psem.tryset":
+                return String.valueOf(redisson.getPermitExpirableSemaphore(name).trySetPermits(Integer.parseInt(a[2])));
+            case "psem.acquire":
+                return redisson.getPermitExpirableSemaphore(name).acquire(Long.parseLong(a[2]), TimeUnit.MILLISECONDS);
+            case "psem.tryacquire":
+                return String.valueOf(redisson.getPermitExpirableSemaphore(name).tryAcquire(Long.parseLong(a[2]), Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "psem.release":
+                return String.valueOf(redisson.getPermitExpirableSemaphore(name).tryRelease(a[2]));
+            case "psem.extend":
+                return String.valueOf(redisson.getPermitExpirableSemaphore(name).updateLeaseTime(a[2], Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "psem.avail":
+                return String.valueOf(redisson.getPermitExpirableSemaphore(name).availablePermits());
+            case "latch.tryset":
+                return String.valueOf(redisson.getCountDownLatch(name).trySetCount(Long.parseLong(a[2])));
+            case "latch.countdown":
+                redisson.getCountDownLatch(name).countDown();
+                return "true";
+            case "latch.count":
+                return String.valueOf(redisson.getCountDownLatch(name).getCount());
+            case "latch.await":
+                return String.valueOf(redisson.getCountDownLatch(name).await(Long.parseLong(a[2]), TimeUnit.MILLISECONDS));
+            case "mlock.trylock":
+                return String.valueOf(multiLock(name).tryLock(Long.parseLong(a[2]), -1, TimeUnit.MILLISECONDS));
+            case "mlock.unlock":
+                multiLock(name).unlock();
+                return "true";
+            default:
+                throw new IllegalArgumentException("unknown op " + a[0]);
+        }
+    }
+
+    private static RLock multiLock(String names) {
+        String[] n = names.split(",");
+        RLock[] locks = new RLock[n.length];
+        for (int i = 0; i < n.length; i++) {
+            locks[i] = redisson.getLock(n[i]);
+        }
+        return redisson.getMultiLock(locks);
+    }
+
+    private static int semLoop(String name, int n, long permits, String insideKey, long holdMicros) throws Exception {
+        org.redisson.api.RSemaphore sem = redisson.getSemaphore(name);
+        RAtomicLong inside = redisson.getAtomicLong(insideKey);
+        int over = 0;
+        for (int i = 0; i < n; i++) {
+            int k = 1 + i % 2;
+            sem.acquire(k);
+            try {
+                if (inside.addAndGet(k) > permits) {
+                    over++;
+                }
+                if (holdMicros > 0) {
+                    LockSupport.parkNanos(holdMicros * 1000);
+                }
+                inside.addAndGet(-k);
+            } finally {
+                sem.release(k);
+            }
+        }
+        return over;
+    }
+
+    // ---- end of issue 15 block ----
 }
