@@ -18,30 +18,6 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// loseReplies is a go-redis hook that lets the first n EVALSHA calls of
-// one script run and then reports io.EOF, as if the reply had been lost on
-// the way back.
-type loseReplies struct {
-	backends.PassHook
-	sha  string
-	left atomic.Int32
-	lost atomic.Int32
-}
-
-func (h *loseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		args := cmd.Args()
-		if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.sha &&
-			(err == nil || errors.Is(err, redis.Nil)) && h.left.Add(-1) >= 0 {
-			h.lost.Add(1)
-			cmd.SetErr(io.EOF)
-			return io.EOF
-		}
-		return err
-	}
-}
-
 // slowReplies is a go-redis hook that, while armed, holds back the reply
 // of one script's EVALSHA for delay after the script ran.
 type slowReplies struct {
@@ -101,8 +77,8 @@ func testUnlockRacesRenewal(t *testing.T, rdb redis.UniversalClient) {
 func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	ctx := t.Context()
 	name := backends.UniqueName(t)
-	release := &loseReplies{sha: generated.LockReleaseSHA1}
-	acquire := &loseReplies{sha: generated.LockAcquireSHA1}
+	release := &backends.LoseReplies{SHA: generated.LockReleaseSHA1}
+	acquire := &backends.LoseReplies{SHA: generated.LockAcquireSHA1}
 	hooked := backends.Hooked(t, rdb, release)
 	hooked.AddHook(acquire)
 	c := backends.NewClient(t, hooked, lualock.Options{})
@@ -112,12 +88,12 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 
 	// First acquisition and a re-entry, each with its first reply lost.
 	for want := 1; want <= 2; want++ {
-		acquire.left.Store(1)
+		acquire.Left.Store(1)
 		if err := l.Lock(ctx); err != nil {
 			t.Fatalf("Lock %d with a lost reply: %v", want, err)
 		}
-		if acquire.lost.Load() != int32(want) {
-			t.Fatalf("the hook lost %d replies, want %d", acquire.lost.Load(), want)
+		if acquire.Lost.Load() != int32(want) {
+			t.Fatalf("the hook lost %d replies, want %d", acquire.Lost.Load(), want)
 		}
 		if n := backends.Holds(t, ctx, l); n != want {
 			t.Fatalf("hold count after acquisition %d with a lost reply = %d, want %d", want, n, want)
@@ -125,12 +101,12 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	}
 
 	// A release whose first reply is lost: the runner sends it again.
-	release.left.Store(1)
+	release.Left.Store(1)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock with a lost reply: %v", err)
 	}
-	if release.lost.Load() != 1 {
-		t.Fatalf("the hook lost %d replies, want 1", release.lost.Load())
+	if release.Lost.Load() != 1 {
+		t.Fatalf("the hook lost %d replies, want 1", release.Lost.Load())
 	}
 	if n := backends.Holds(t, ctx, l); n != 1 {
 		t.Fatalf("hold count after one Unlock with a lost reply = %d, want 1 (released twice?)", n)
@@ -144,10 +120,10 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	if err := l.Lock(ctx); err != nil {
 		t.Fatalf("re-entry: %v", err)
 	}
-	release.left.Store(100)
+	release.Left.Store(100)
 	err := l.Unlock(ctx)
-	lost := release.lost.Load() - 1
-	release.left.Store(0)
+	lost := release.Lost.Load() - 1
+	release.Left.Store(0)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
 	}
@@ -175,11 +151,11 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 	}
 
 	// A first acquisition with every reply lost: nothing may stay locked.
-	acquire.left.Store(100)
+	acquire.Left.Store(100)
 	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = l.Lock(actx)
 	cancel()
-	acquire.left.Store(0)
+	acquire.Left.Store(0)
 	if err == nil {
 		t.Fatal("Lock with every reply lost succeeded")
 	}
@@ -204,9 +180,9 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("Lock %d: %v", want, err)
 		}
 	}
-	release.left.Store(100)
+	release.Left.Store(100)
 	err = l.Unlock(ctx)
-	release.left.Store(0)
+	release.Left.Store(0)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
 	}
@@ -235,7 +211,7 @@ func testLostReplies(t *testing.T, rdb redis.UniversalClient) {
 // and no other owner gets in.
 func testSettlesUnlockPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	ctx := t.Context()
-	lose := &loseReplies{sha: generated.LockReleaseSHA1}
+	lose := &backends.LoseReplies{SHA: generated.LockReleaseSHA1}
 	c := backends.NewClient(t, backends.Hooked(t, rdb, lose), lualock.Options{UnlockLatch: 100 * time.Millisecond})
 	name := backends.UniqueName(t)
 	l := c.NewLock(name)
@@ -245,9 +221,9 @@ func testSettlesUnlockPastLatch(t *testing.T, b backends.Backend, rdb redis.Univ
 			t.Fatalf("Lock: %v", err)
 		}
 	}
-	lose.left.Store(1000)
+	lose.Left.Store(1000)
 	err := l.Unlock(ctx)
-	lose.left.Store(0)
+	lose.Left.Store(0)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
 	}

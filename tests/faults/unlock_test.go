@@ -180,7 +180,7 @@ func testResentPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalCl
 		for _, renewFirst := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/renewal first %v", kind.name, renewFirst), func(t *testing.T) {
 				ctx := t.Context()
-				lose := &loseReplies{sha: kind.release}
+				lose := &backends.LoseReplies{SHA: kind.release}
 				o := lualock.Options{UnlockLatch: 100 * time.Millisecond}
 				if renewFirst {
 					o.WatchdogLease = 600 * time.Millisecond // renewed every 200ms
@@ -192,9 +192,9 @@ func testResentPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalCl
 					t.Fatalf("Lock: %v", err)
 				}
 				hold := l.Context()
-				lose.left.Store(1000)
+				lose.Left.Store(1000)
 				err := l.Unlock(ctx)
-				lose.left.Store(0)
+				lose.Left.Store(0)
 				if !errors.Is(err, io.EOF) {
 					t.Fatalf("Unlock with every reply lost = %v, want io.EOF", err)
 				}

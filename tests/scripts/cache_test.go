@@ -27,7 +27,7 @@ func TestNoScriptRecovery(t *testing.T) {
 
 		rec := &backends.Recorder{Scripter: rdb}
 		wantZero(t, "acquire after SCRIPT FLUSH")(acquire(rec, l, "c1:1", 1, leaseMS))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 		// EVALSHA (NOSCRIPT), SCRIPT LOAD, EVALSHA; the source never goes
 		// out with EVAL.
 		wantCalls(t, rec, map[string]int{"evalsha": 2, "script load": 1})
@@ -254,7 +254,7 @@ func TestPipeline(t *testing.T) {
 			if !redis.HasErrorPrefix(err, "NOSCRIPT") {
 				t.Fatalf("result: %v does not start with NOSCRIPT", err)
 			}
-			wantGone(t, rdb, l.name)
+			backends.WantGone(t, rdb, l.name)
 			wantCached(t, rdb, false, generated.LockAcquireSHA1) // nothing loaded it
 
 			if err := generated.LoadAll(ctx, rdb); err != nil {

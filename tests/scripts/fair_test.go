@@ -19,9 +19,9 @@ func TestFairScripts(t *testing.T) {
 
 		// c1 takes the free lock: nothing queued.
 		wantZero(t, "c1 acquires")(fairAcquire(rdb, l, "c1:1", 1))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		wantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
-		wantGone(t, rdb, l.queue, l.timeouts)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
+		backends.WantGone(t, rdb, l.queue, l.timeouts)
 
 		// c2 queues: it waits the lock's PTTL, deadline = now + PTTL + wait.
 		t0 := serverMS(t, rdb)
@@ -57,7 +57,7 @@ func TestFairScripts(t *testing.T) {
 			t.Fatalf("c2 asking again waits %d, want the lock's PTTL", again)
 		}
 		wantList(t, rdb, l.queue, "c2:1", "c3:1")
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 		wantMessages(t, rdb, ps, false, l.channel) // nobody woken yet
 
 		// c1 releases: 1, the lock is gone, only the head (c2) is woken, on
@@ -65,21 +65,21 @@ func TestFairScripts(t *testing.T) {
 		if got := wantInt(t, "c1 releases")(fairRelease(rdb, l, "c1:1", "req-1")); got != 1 {
 			t.Fatalf("c1 releases = %d, want 1", got)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		wantLatch(t, rdb, l.latch("req-1"), "1")
 		wantMessages(t, rdb, ps, false, l.channel, l.waiterChannel("c2:1")+"=0")
 		wantList(t, rdb, l.queue, "c2:1", "c3:1")
 
 		// Release of an owner that holds nothing: nil.
 		wantNil(t, "c9 releases")(fairRelease(rdb, l, "c9:1", "req-9"))
-		wantGone(t, rdb, l.latch("req-9"))
+		backends.WantGone(t, rdb, l.latch("req-9"))
 		_ = backends.Messages(t, rdb, ps, false, l.channel) // (the free lock's head may be woken again)
 
 		// c3 cannot jump the queue.
 		if got := wantOK(t, "c3 while c2 heads the queue")(fairAcquire(rdb, l, "c3:1", 1)); got < 0 {
 			t.Fatalf("c3 waits %d", got)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		z = zset(t, rdb, l.timeouts)
 		d3 := z["c3:1"]
 
@@ -89,7 +89,7 @@ func TestFairScripts(t *testing.T) {
 		t0 = serverMS(t, rdb)
 		wantZero(t, "c2 acquires")(fairAcquire(rdb, l, "c2:1", 1))
 		t1 = serverMS(t, rdb)
-		wantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
 		wantList(t, rdb, l.queue, "c3:1")
 		z = zset(t, rdb, l.timeouts)
 		if lo, hi := min(d3, t0+leaseMS+waitMS), min(d3, t1+leaseMS+waitMS); len(z) != 1 || z["c3:1"] < lo || z["c3:1"] > hi {
@@ -97,7 +97,7 @@ func TestFairScripts(t *testing.T) {
 		}
 		// Re-entry of the holder.
 		wantZero(t, "c2 re-enters")(fairAcquire(rdb, l, "c2:1", 2))
-		wantHash(t, rdb, l.name, map[string]string{"c2:1": "2"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c2:1": "2"})
 
 		// c4 queues behind c3; c3, the head, leaves: out of both, and the
 		// new head c4's deadline is cut to one budget past the lock's expiry
@@ -129,7 +129,7 @@ func TestFairScripts(t *testing.T) {
 		if got := wantInt(t, "c2 partial release")(fairRelease(rdb, l, "c2:1", "req-2")); got != 0 {
 			t.Fatalf("c2 partial release = %d, want 0", got)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
 		wantLatch(t, rdb, l.latch("req-2"), "0")
 		wantMessages(t, rdb, ps, false, l.channel)
 
@@ -139,7 +139,7 @@ func TestFairScripts(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		wantMessages(t, rdb, ps, false, l.channel, l.channel+"=0", l.waiterChannel("c4:1")+"=0")
 		wantList(t, rdb, l.queue, "c4:1")
 
@@ -172,6 +172,6 @@ func TestFairScripts(t *testing.T) {
 			generated.FairForceReleaseArgs{LatchMS: latchMS, WaitMS: waitMS, Publish: "PUBLISH"})
 		wantScriptErr(t, "fair force release bad publish", err, "fair_force_release", "publish must be publish, spublish or both")
 		wantNoKeysLeft(t, rdb, bad.name)
-		wantGone(t, rdb, bad.latch("r"))
+		backends.WantGone(t, rdb, bad.latch("r"))
 	})
 }

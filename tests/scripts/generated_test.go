@@ -122,7 +122,7 @@ func TestRetry(t *testing.T) {
 		rec := &backends.Recorder{Scripter: rdb, Fail: 2, FailErr: io.EOF}
 		wantZero(t, "acquire after 2 EOFs")(acquire(fast(rec), l, "c1:1", 1, leaseMS))
 		wantCalls(t, rec, map[string]int{"evalsha": 3})
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 
 		loading := backends.RedisErr("LOADING Redis is loading the dataset in memory")
 		rec = &backends.Recorder{Scripter: rdb, Fail: 2, FailErr: loading}
@@ -140,7 +140,7 @@ func TestRetry(t *testing.T) {
 			t.Fatalf("release after 3 EOFs: %v is not io.EOF", err)
 		}
 		wantCalls(t, rec, map[string]int{"evalsha": 3})
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 
 		// A reply error that is not transient is not retried.
 		rec = &backends.Recorder{Scripter: rdb, Fail: 1, FailErr: backends.RedisErr("ERR something else")}
@@ -174,7 +174,7 @@ func TestRetry(t *testing.T) {
 			}
 			wantCalls(t, rec, map[string]int{"evalsha": 1})
 		}
-		wantGone(t, rdb, counter)
+		backends.WantGone(t, rdb, counter)
 		// The same script marked idempotent is retried, and runs once.
 		again := *once
 		again.Idempotent = true

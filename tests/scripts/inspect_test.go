@@ -24,13 +24,6 @@ func hash(t *testing.T, rdb redis.UniversalClient, key string) map[string]string
 	return m
 }
 
-func wantHash(t *testing.T, rdb redis.UniversalClient, key string, want map[string]string) {
-	t.Helper()
-	if got := hash(t, rdb, key); !mapEq(got, want) {
-		t.Fatalf("HGETALL %s = %v, want %v", key, got, want)
-	}
-}
-
 func mapEq[V comparable](a, b map[string]V) bool {
 	if len(a) != len(b) {
 		return false
@@ -41,29 +34,6 @@ func mapEq[V comparable](a, b map[string]V) bool {
 		}
 	}
 	return true
-}
-
-// pttl returns PTTL in ms: -2 when there is no key, -1 when it has no expiry.
-func pttl(t *testing.T, rdb redis.UniversalClient, key string) int64 {
-	t.Helper()
-	d, err := rdb.PTTL(context.Background(), key).Result()
-	if err != nil {
-		t.Fatalf("PTTL %s: %v", key, err)
-	}
-	if d < 0 {
-		return int64(d) // go-redis returns -1 and -2 as nanoseconds, unscaled
-	}
-	return d.Milliseconds()
-}
-
-// wantPTTL fails unless lo < PTTL(key) <= hi.
-func wantPTTL(t *testing.T, rdb redis.UniversalClient, key string, lo, hi int64) int64 {
-	t.Helper()
-	p := pttl(t, rdb, key)
-	if p <= lo || p > hi {
-		t.Fatalf("PTTL %s = %d, want in (%d, %d]", key, p, lo, hi)
-	}
-	return p
 }
 
 func list(t *testing.T, rdb redis.UniversalClient, key string) []string {
@@ -116,15 +86,6 @@ func exists(t *testing.T, rdb redis.UniversalClient, key string) bool {
 	return n == 1
 }
 
-func wantGone(t *testing.T, rdb redis.UniversalClient, keys ...string) {
-	t.Helper()
-	for _, k := range keys {
-		if exists(t, rdb, k) {
-			t.Fatalf("key %s exists, want none", k)
-		}
-	}
-}
-
 // wantLatch checks the latch's value and that it expires within latch_ms.
 func wantLatch(t *testing.T, rdb redis.UniversalClient, key, want string) {
 	t.Helper()
@@ -132,7 +93,7 @@ func wantLatch(t *testing.T, rdb redis.UniversalClient, key, want string) {
 	if !ok || v != want {
 		t.Fatalf("GET %s = %q (exists %v), want %q", key, v, ok, want)
 	}
-	wantPTTL(t, rdb, key, 0, latchMS)
+	backends.WantPTTL(t, rdb, key, 0, latchMS)
 }
 
 func wantNoKeysLeft(t *testing.T, rdb redis.UniversalClient, name string) {

@@ -35,34 +35,34 @@ func TestLockAcquire(t *testing.T) {
 			if redis.HasErrorPrefix(err, "LOST") {
 				t.Fatalf("%s: %v is a LOST error", c.what, err)
 			}
-			wantGone(t, rdb, l.name)
+			backends.WantGone(t, rdb, l.name)
 		}
 
 		// First acquisition.
 		wantZero(t, "first acquire")(acquire(rdb, l, "c1:1", 1, leaseMS))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		wantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
 
 		// The same call again (its reply was lost): count unchanged, lease set.
 		wantZero(t, "replayed acquire")(acquire(rdb, l, "c1:1", 1, shortMS))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		wantPTTL(t, rdb, l.name, 0, shortMS)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantPTTL(t, rdb, l.name, 0, shortMS)
 
 		// Re-entry, and its replay.
 		wantZero(t, "re-entry")(acquire(rdb, l, "c1:1", 2, leaseMS))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
-		wantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
 		wantZero(t, "replayed re-entry")(acquire(rdb, l, "c1:1", 2, leaseMS))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		// Another owner: the lock's PTTL (at least 1), nothing changed.
-		before := pttl(t, rdb, l.name)
+		before := backends.PTTL(t, rdb, l.name)
 		pttl := wantOK(t, "other owner")(acquire(rdb, l, "c2:7", 1, shortMS))
 		if pttl < 1 || pttl > before {
 			t.Fatalf("other owner got %d, want the PTTL in [1, %d]", pttl, before)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
-		wantPTTL(t, rdb, l.name, shortMS, before) // not set to the caller's lease
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantPTTL(t, rdb, l.name, shortMS, before) // not set to the caller's lease
 
 		// A count that skips one: an error, not LOST, nothing changed.
 		_, err := acquire(rdb, l, "c1:1", 4, leaseMS)
@@ -70,7 +70,7 @@ func TestLockAcquire(t *testing.T) {
 		if redis.HasErrorPrefix(err, "LOST") {
 			t.Fatalf("holds 4 on count 2: %v is a LOST error", err)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		// Re-entry of an owner whose holds are gone: LOST, nothing changed.
 		_, err = acquire(rdb, l, "c2:7", 2, leaseMS)
@@ -78,7 +78,7 @@ func TestLockAcquire(t *testing.T) {
 		if !redis.HasErrorPrefix(err, "LOST") || !redis.HasErrorPrefix(se.Err, "LOST") || !redis.HasErrorPrefix(errors.Unwrap(err), "LOST") {
 			t.Fatalf("re-entry without holds: %v does not start with LOST", err)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		// ... also when the whole lock is gone (expired): no key created.
 		if err := rdb.Del(context.Background(), l.name).Err(); err != nil {
@@ -89,7 +89,7 @@ func TestLockAcquire(t *testing.T) {
 		if !redis.HasErrorPrefix(err, "LOST") {
 			t.Fatalf("re-entry on a deleted lock: %v does not start with LOST", err)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 
 		// A lock without expiry (set by hand): PTTL -1, as the header says.
 		if err := rdb.HSet(context.Background(), l.name, "c9:9", 1).Err(); err != nil {
@@ -98,8 +98,8 @@ func TestLockAcquire(t *testing.T) {
 		if got := wantOK(t, "lock without expiry")(acquire(rdb, l, "c1:1", 1, leaseMS)); got != -1 {
 			t.Fatalf("lock without expiry: got %d, want -1", got)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c9:9": "1"})
-		wantPTTL(t, rdb, l.name, -2, -1)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c9:9": "1"})
+		backends.WantPTTL(t, rdb, l.name, -2, -1)
 		if err := rdb.Del(context.Background(), l.name).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -141,16 +141,16 @@ func TestLockRelease_holdsPastLatch(t *testing.T) {
 			if got := wantInt(t, "the same release past its latch")(release("req-1", 3)); got != 0 {
 				t.Fatalf("fair=%v: resent release = %d, want 0 (replayed)", fair, got)
 			}
-			wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+			backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 			// A count of 0 (unknown) releases without the check.
 			if got := wantInt(t, "release without a count")(release("req-2", 0)); got != 0 {
 				t.Fatalf("fair=%v: release = %d, want 0", fair, got)
 			}
-			wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+			backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 			if got := wantInt(t, "last release")(release("req-3", 1)); got != 1 {
 				t.Fatalf("fair=%v: last release = %d, want 1", fair, got)
 			}
-			wantGone(t, rdb, l.name)
+			backends.WantGone(t, rdb, l.name)
 			// A negative count is refused.
 			_, err := release("req-4", -1)
 			wantScriptErr(t, "negative holds", err, map[bool]string{false: "lock_release", true: "fair_release"}[fair], "holds must be a whole number")
@@ -168,15 +168,15 @@ func TestLockRelease(t *testing.T) {
 
 		// Not held by the caller: nil, no latch, nothing changed.
 		wantNil(t, "release by another owner")(release(rdb, l, "c2:1", "req-other", leaseMS, "publish"))
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
-		wantPTTL(t, rdb, l.name, 0, shortMS)
-		wantGone(t, rdb, l.latch("req-other"))
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantPTTL(t, rdb, l.name, 0, shortMS)
+		backends.WantGone(t, rdb, l.latch("req-other"))
 
 		// No lock at all: nil, and no key of any kind appears.
 		free := newLockKeys(backends.UniqueName(t) + "-free")
 		wantNil(t, "release of a free lock")(release(rdb, free, "c1:1", "req-free", leaseMS, "publish"))
 		wantNoKeysLeft(t, rdb, free.name)
-		wantGone(t, rdb, free.latch("req-free"))
+		backends.WantGone(t, rdb, free.latch("req-free"))
 
 		// Bad arguments: an error, nothing changed, nothing published.
 		for _, c := range []struct {
@@ -193,41 +193,41 @@ func TestLockRelease(t *testing.T) {
 			_, err := generated.LockRelease(context.Background(), rdb, l.releaseKeys("req-bad"),
 				generated.LockReleaseArgs{LeaseMS: c.lease, Field: "c1:1", LatchMS: c.latch, Publish: c.publish})
 			wantScriptErr(t, c.what, err, "lock_release", c.want)
-			wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
-			wantPTTL(t, rdb, l.name, 0, shortMS)
-			wantGone(t, rdb, l.latch("req-bad"))
+			backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+			backends.WantPTTL(t, rdb, l.name, 0, shortMS)
+			backends.WantGone(t, rdb, l.latch("req-bad"))
 		}
 
 		// Partial release: 0, count down by one, lease refreshed, latch 0.
 		if got := wantInt(t, "partial release")(release(rdb, l, "c1:1", "req-1", leaseMS, "publish")); got != 0 {
 			t.Fatalf("partial release = %d, want 0", got)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
-		wantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantPTTL(t, rdb, l.name, leaseMS-2000, leaseMS)
 		wantLatch(t, rdb, l.latch("req-1"), "0")
 
 		// The same request again: the same answer, counted once.
 		if got := wantInt(t, "replayed partial release")(release(rdb, l, "c1:1", "req-1", leaseMS, "publish")); got != 0 {
 			t.Fatalf("replayed partial release = %d, want 0", got)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "1"})
 		wantMessages(t, rdb, ps, false, l.channel) // nothing published so far
 
 		// Full release: 1, lock deleted, "0" published once, latch 1.
 		if got := wantInt(t, "full release")(release(rdb, l, "c1:1", "req-2", leaseMS, "publish")); got != 1 {
 			t.Fatalf("full release = %d, want 1", got)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		wantLatch(t, rdb, l.latch("req-2"), "1")
 		// Replayed: 1 again, no second message, nothing recreated.
 		if got := wantInt(t, "replayed full release")(release(rdb, l, "c1:1", "req-2", leaseMS, "publish")); got != 1 {
 			t.Fatalf("replayed full release = %d, want 1", got)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		wantMessages(t, rdb, ps, false, l.channel, l.channel+"=0")
 		// A new request of the owner that no longer holds it: nil.
 		wantNil(t, "release after the last hold")(release(rdb, l, "c1:1", "req-3", leaseMS, "publish"))
-		wantGone(t, rdb, l.latch("req-3"))
+		backends.WantGone(t, rdb, l.latch("req-3"))
 		wantNoKeysLeft(t, rdb, l.name)
 
 		// SPUBLISH (Redis 7 sharded pub/sub; miniredis has none).
@@ -268,26 +268,26 @@ func TestLockRenew(t *testing.T) {
 		wantScriptErr(t, "more fields than locks", err, "lock_renew", "one field per lock is required")
 		_, err = renew(0, locks, "c1:1", "c2:1", "c3:1")
 		wantScriptErr(t, "lease 0", err, "lock_renew", "lease_ms must be a positive integer")
-		wantPTTL(t, rdb, la.name, 0, shortMS)
-		wantPTTL(t, rdb, lb.name, 0, shortMS)
+		backends.WantPTTL(t, rdb, la.name, 0, shortMS)
+		backends.WantPTTL(t, rdb, lb.name, 0, shortMS)
 
 		// Only a lock that still has the owner's field is renewed.
 		got, err := renew(waitMS, locks, "c1:1", "c1:1", "c1:1")
 		if err != nil || !slices.Equal(got, []int64{1, 0, 0}) {
 			t.Fatalf("renew = %v, %v; want [1 0 0]", got, err)
 		}
-		wantPTTL(t, rdb, la.name, waitMS-2000, waitMS)
-		wantPTTL(t, rdb, lb.name, 0, shortMS)
-		wantGone(t, rdb, lc.name) // not created
-		wantHash(t, rdb, la.name, map[string]string{"c1:1": "1"})
-		wantHash(t, rdb, lb.name, map[string]string{"c2:1": "1"})
+		backends.WantPTTL(t, rdb, la.name, waitMS-2000, waitMS)
+		backends.WantPTTL(t, rdb, lb.name, 0, shortMS)
+		backends.WantGone(t, rdb, lc.name) // not created
+		backends.WantHash(t, rdb, la.name, map[string]string{"c1:1": "1"})
+		backends.WantHash(t, rdb, lb.name, map[string]string{"c2:1": "1"})
 
 		got, err = renew(leaseMS, locks, "c1:1", "c2:1", "c3:1")
 		if err != nil || !slices.Equal(got, []int64{1, 1, 0}) {
 			t.Fatalf("renew = %v, %v; want [1 1 0]", got, err)
 		}
-		wantPTTL(t, rdb, la.name, leaseMS-2000, leaseMS) // reset, here downwards
-		wantPTTL(t, rdb, lb.name, leaseMS-2000, leaseMS)
+		backends.WantPTTL(t, rdb, la.name, leaseMS-2000, leaseMS) // reset, here downwards
+		backends.WantPTTL(t, rdb, lb.name, leaseMS-2000, leaseMS)
 
 		// No locks: an empty answer.
 		got, err = renew(leaseMS, nil)
@@ -324,13 +324,13 @@ func TestLockForceRelease(t *testing.T) {
 
 		_, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: latchMS, Publish: "notify"})
 		wantScriptErr(t, "bad publish", err, "lock_force_release", "publish must be publish, spublish or both")
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"})
 
 		ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: latchMS, Publish: "publish"})
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 		ok, err = generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: latchMS, Publish: "publish"})
 		if err != nil || ok {
 			t.Fatalf("force release of nothing = %v, %v; want false", ok, err)
@@ -352,7 +352,7 @@ func TestLockForceRelease(t *testing.T) {
 		if ok, err := generated.LockForceRelease(ctx, rdb, first, generated.LockForceReleaseArgs{LatchMS: latchMS, Publish: "publish"}); err != nil || !ok {
 			t.Fatalf("resent force release = %v, %v; want the first outcome, true", ok, err)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c3:1": "1"})
+		backends.WantHash(t, rdb, l.name, map[string]string{"c3:1": "1"})
 		_ = backends.Messages(t, rdb, ps, false, l.channel)
 		if ok, err := generated.LockForceRelease(ctx, rdb, l.forceKeys(), generated.LockForceReleaseArgs{LatchMS: latchMS, Publish: "publish"}); err != nil || !ok {
 			t.Fatalf("final force release = %v, %v; want true", ok, err)
@@ -380,7 +380,7 @@ func TestLockStatus(t *testing.T) {
 		if got := status("c1:1"); !slices.Equal(got, []int64{0, 0, -2}) {
 			t.Fatalf("status of no lock = %v, want [0 0 -2]", got)
 		}
-		wantGone(t, rdb, l.name)
+		backends.WantGone(t, rdb, l.name)
 
 		wantZero(t, "acquire")(acquire(rdb, l, "c1:1", 1, leaseMS))
 		wantZero(t, "re-enter")(acquire(rdb, l, "c1:1", 2, leaseMS))
@@ -398,7 +398,7 @@ func TestLockStatus(t *testing.T) {
 		if got := status("c1:1"); !slices.Equal(got, []int64{1, 2, -1}) {
 			t.Fatalf("status of a lock without expiry = %v, want [1 2 -1]", got)
 		}
-		wantHash(t, rdb, l.name, map[string]string{"c1:1": "2"}) // read only
+		backends.WantHash(t, rdb, l.name, map[string]string{"c1:1": "2"}) // read only
 
 		// It runs as EVALSHA_RO, never EVALSHA or EVAL (the script was
 		// loaded by a call before this test, or by lock_acquire's NOSCRIPT
