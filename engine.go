@@ -262,6 +262,16 @@ func (a *acquisition) subscribe() step {
 func (a *acquisition) sleep() step {
 	a.bo = a.c.newBackoff()
 	a.lastErr = nil
+	if a.o != nil {
+		if d := a.o.poll(); d > 0 {
+			// Its own timer, not the channel's shared one (which wakes
+			// one waiter of the channel at a time): a message or d.
+			if err := a.block(d, true); err != nil {
+				return a.fail(a.waitErr(err))
+			}
+			return stepRetry
+		}
+	}
 	var floor, ceil time.Duration
 	if a.o != nil {
 		floor, ceil = a.o.timer(a.ttl)
@@ -275,16 +285,16 @@ func (a *acquisition) sleep() step {
 // pause waits for a wake-up (when d < 0) or for d, never past the
 // deadline, then retries.
 func (a *acquisition) pause(d time.Duration) step {
-	if err := a.block(d); err != nil {
+	if err := a.block(d, d < 0); err != nil {
 		return a.fail(a.waitErr(err))
 	}
 	return stepRetry
 }
 
-// block waits for a wake-up on the subscription (when pause < 0) or for
-// pause, and never past the deadline. It returns ctx's error when ctx
-// ends and ErrClosed when the client closes.
-func (a *acquisition) block(pause time.Duration) error {
+// block waits for a wake-up on the subscription (when wake) or for pause
+// (when pause >= 0), and never past the deadline. It returns ctx's error
+// when ctx ends and ErrClosed when the client closes.
+func (a *acquisition) block(pause time.Duration, wake bool) error {
 	d := pause
 	if !a.deadline.IsZero() {
 		if until := time.Until(a.deadline); d < 0 || until < d {
@@ -298,7 +308,7 @@ func (a *acquisition) block(pause time.Duration) error {
 		timeout = t.C
 	}
 	var woke <-chan struct{}
-	if pause < 0 && a.sub != nil {
+	if wake && a.sub != nil {
 		woke = a.sub.C()
 	}
 	select {

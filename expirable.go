@@ -37,7 +37,7 @@ import (
 //
 // Waiters are woken by the semaphore's messages and retry on a timer bound
 // by the nearest permit deadline, as Redisson's, and by
-// Options.MaxWaitTimer (see Semaphore for a waiter that may hold the
+// Options.MaxWaitTimer (see Semaphore for the waiter that holds the
 // claim); a waiter is not starved
 // by lualock waiters for fewer permits (see Semaphore). Its methods are
 // safe for concurrent use.
@@ -161,7 +161,10 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
 	}
 	var start time.Time
-	claimed := false
+	// claimed: an attempt may have left a claim of this waiter (given up
+	// at the end); holds: the last refusal said this waiter holds it.
+	claimed, holds := false, false
+	hint := time.Duration(-1) // the last refusal's nearest permit deadline
 	err := s.c.waitFor(ctx, wait, &waitFuncs{
 		ch: s.channel,
 		attempt: func(ctx context.Context) (bool, time.Duration, error) {
@@ -169,20 +172,35 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 			v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
 				generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},
 				generated.ExpirableSemaphoreAcquireArgs{LeaseMS: set.Milliseconds(), Publish: s.c.env.publish, Waiter: waiter, ClaimMS: claimMS, IDs: [][]byte{id}})
+			holds = err == nil && v <= -2
 			if err != nil || v == 0 {
+				claimed = claimed || (err != nil && claimMS > 0)
 				return err == nil, 0, err
 			}
-			claimed = claimed || claimMS > 0
+			if holds {
+				claimed = true
+				v = -v - 2 // the hint; 0: none
+				if v == 0 {
+					v = -1
+				}
+			}
 			if v < 0 {
+				hint = -1
 				return false, -1, nil // no permit deadline: wait for a message
 			}
-			return false, time.Duration(v) * time.Millisecond, nil // the nearest permit deadline
+			hint = time.Duration(v) * time.Millisecond
+			return false, hint, nil // the nearest permit deadline
 		},
-		maxTimer: func() time.Duration {
-			if claimed {
-				return min(claimRefresh, s.c.cfg.MaxWaitTimer)
+		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
+		every: func() time.Duration {
+			if !holds {
+				return 0
 			}
-			return s.c.cfg.MaxWaitTimer
+			d := min(claimRefresh, s.c.cfg.MaxWaitTimer) // keep the claim alive
+			if hint >= 0 {
+				d = min(d, hint+time.Millisecond)
+			}
+			return d
 		},
 		clean: func(unknown bool) {
 			if !unknown && !claimed {

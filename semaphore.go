@@ -21,9 +21,9 @@ import (
 //
 // Waiters are woken by the release messages Redisson's clients and lualock
 // publish (each message wakes every waiter of the client), and retry on
-// a fallback timer of Options.MaxWaitTimer in case a message is missed
-// (a waiter that may hold the claim below: at most every second, to keep
-// it). A waiter for
+// a fallback timer of Options.MaxWaitTimer in case a message is missed;
+// only the waiter that holds the claim below (the script's refusal tells
+// it) retries at most every second, to keep it. A waiter for
 // many permits is not starved by lualock waiters for fewer: a refused
 // waiter claims its permits when no larger claim exists, and lualock's
 // other acquisitions must then leave them (Redisson's clients ignore the
@@ -187,26 +187,29 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 	if wait != 0 {
 		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
 	}
-	attempt := func(ctx context.Context, w string, claim int64) (bool, error) {
-		v, err := generated.SemaphoreAcquire(ctx, s.c.env.scripts,
+	attempt := func(ctx context.Context, w string, claim int64) (int64, error) {
+		return generated.SemaphoreAcquire(ctx, s.c.env.scripts,
 			generated.SemaphoreAcquireKeys{Sem: s.name, Request: req, Claim: s.claim},
 			generated.SemaphoreAcquireArgs{Permits: int64(n), LatchMS: s.c.env.latchMS, Waiter: w, ClaimMS: claim})
-		return v == 1, err
 	}
-	claimed := false
+	// claimed: an attempt may have left a claim of this waiter (given up
+	// at the end); holds: the last refusal said this waiter holds it.
+	claimed, holds := false, false
 	err := s.c.waitFor(ctx, wait, &waitFuncs{
 		ch: s.channel,
 		attempt: func(ctx context.Context) (bool, time.Duration, error) {
-			ok, err := attempt(ctx, waiter, claimMS)
-			claimed = claimed || (err == nil && !ok && claimMS > 0)
-			return ok, -1, err
+			v, err := attempt(ctx, waiter, claimMS)
+			holds = err == nil && v == 2
+			claimed = claimed || holds || (err != nil && claimMS > 0)
+			return err == nil && v == 1, -1, err
 		},
-		maxTimer: func() time.Duration {
-			if claimed {
+		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
+		every: func() time.Duration {
+			if holds {
 				// Keep the claim alive: it lapses after claimPolls refreshes.
 				return min(claimRefresh, s.c.cfg.MaxWaitTimer)
 			}
-			return s.c.cfg.MaxWaitTimer
+			return 0
 		},
 		clean: func(unknown bool) {
 			if !unknown && !claimed {
@@ -219,7 +222,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 				defer cancel()
 				if unknown {
-					if ok, err := attempt(bctx, "", 0); err == nil && ok {
+					if v, err := attempt(bctx, "", 0); err == nil && v == 1 {
 						_ = s.release(bctx, n)
 					}
 				}

@@ -36,9 +36,10 @@ const (
 )
 
 const (
-	// claimRefresh is how often, at most, a semaphore waiter that holds a
-	// claim attempts again without a message, to keep its claim (capped by
-	// Options.MaxWaitTimer); other waiters wait for a message or their
+	// claimRefresh is how often, at most, the semaphore waiter that holds
+	// the claim (its last refusal said so) attempts again without a
+	// message, on a timer of its own, to keep its claim (capped by
+	// Options.MaxWaitTimer); other waiters wait for a message or the hub's
 	// fallback timer (Options.MaxWaitTimer, or the hint of the reply).
 	claimRefresh = time.Second
 	// claimPolls: a waiter's claim lives this many refreshes, so that it
@@ -137,6 +138,10 @@ type waitable interface {
 	wakeAll() bool
 	// timer bounds the fallback timer after an attempt that hinted ttl.
 	timer(ttl time.Duration) (floor, ceil time.Duration)
+	// poll, when positive, makes the waiter retry after that long even
+	// without a message, on a timer of its own instead of the channel's
+	// (the claimer of a semaphore keeping its claim alive); 0: none.
+	poll() time.Duration
 	// giveUp cleans up after a call that did not succeed; unknown tells
 	// that the last attempt's outcome is unknown (its reply was lost).
 	giveUp(unknown bool)
@@ -147,6 +152,7 @@ type waitFuncs struct {
 	ch       string
 	attempt  func(ctx context.Context) (bool, time.Duration, error)
 	maxTimer func() time.Duration // the fallback timer's ceiling
+	every    func() time.Duration // the waiter's own retry period; nil or 0: none
 	clean    func(unknown bool)   // nil: nothing to clean up
 }
 
@@ -155,6 +161,12 @@ func (w *waitFuncs) channel() string                                      { retu
 func (w *waitFuncs) wakeAll() bool                                        { return true }
 func (w *waitFuncs) timer(time.Duration) (floor, ceil time.Duration) {
 	return time.Millisecond, w.maxTimer()
+}
+func (w *waitFuncs) poll() time.Duration {
+	if w.every == nil {
+		return 0
+	}
+	return w.every()
 }
 func (w *waitFuncs) giveUp(unknown bool) {
 	if w.clean != nil {

@@ -16,7 +16,9 @@
 --
 -- A waiter passes its id and claim_ms to keep waiters for fewer permits
 -- from starving it, as semaphore_acquire.lua does with the same claim key
--- (include/semaphore_claim.lua); Redisson's clients ignore the claim.
+-- (include/semaphore_claim.lua); Redisson's clients ignore the claim. A
+-- refusal tells the caller whether it holds the claim (a reply of -2 or
+-- less) or not, so that only the claimer polls to refresh it.
 --
 -- @key    sem        the semaphore N: a string integer, the available permits
 -- @key    timeouts   the lease zset sfx(N, "timeout"): permit id -> deadline, epoch ms
@@ -27,7 +29,7 @@
 -- @arg    waiter     string  the waiting call's id, for the claim; "" for a single try that never claims
 -- @arg    claim_ms   int     when refused, take or refresh the claim for this long, in milliseconds; 0: do not claim
 -- @arg    ids...     bytes   the new permits' ids, 16 bytes each, distinct; one permit per id
--- @return int   0 when the permits were taken; when refused (too few available, or the rest claimed), the ms until the nearest deadline of a held permit, at least 1, or -1 when no held permit expires
+-- @return int   0 when the permits were taken; when refused (too few available, or the rest claimed) and this caller does not hold the claim, the ms until the nearest deadline of a held permit, at least 1, or -1 when no held permit expires; when refused and this caller holds the claim, -2 - that ms, or -2 when no held permit expires
 -- @flag   idempotent
 
 local sem = KEYS[1]
@@ -102,9 +104,16 @@ if available and available - reserved >= n then
   return 0
 end
 
-claim_for(n, mine, held)
+local claimer = claim_for(n, mine, held)
 local first = redis.call('zrange', timeouts, 0, 0, 'withscores')
-if #first == 0 or tonumber(first[2]) >= never then
-  return -1
+local wait = -1
+if #first > 0 and tonumber(first[2]) < never then
+  wait = math.max(tonumber(first[2]) - now, 1)
 end
-return math.max(tonumber(first[2]) - now, 1)
+if not claimer then
+  return wait
+end
+if wait < 0 then
+  return -2
+end
+return -2 - wait

@@ -15,7 +15,9 @@
 -- and from then on the others' acquisitions must leave its n permits
 -- available, until it gets them, gives up (semaphore_unclaim.lua), loses
 -- the claim to a waiter for more, or stops refreshing it for claim_ms.
--- Redisson's clients ignore the claim.
+-- A refusal tells the caller whether it holds the claim (2) or not (0), so
+-- that only the claimer polls to refresh it. Redisson's clients ignore the
+-- claim.
 --
 -- @key    sem        the semaphore N: a string integer, the available permits
 -- @key    request    the request latch tag("lualock_request", N):ID of this call
@@ -24,7 +26,7 @@
 -- @arg    latch_ms   int     how long the request latch replays the outcome, in milliseconds
 -- @arg    waiter     string  the waiting call's id, for the claim; "" for a single try that never claims
 -- @arg    claim_ms   int     when refused, take or refresh the claim for this long, in milliseconds; 0: do not claim
--- @return int   1 when the permits were taken; 0 when fewer than permits are available, or the rest is claimed (nothing taken)
+-- @return int   1 when the permits were taken; when refused (fewer than permits available, or the rest claimed; nothing taken), 2 when this caller holds the claim after the refusal, else 0
 -- @flag   idempotent
 
 local sem = KEYS[1]
@@ -56,7 +58,9 @@ end
 local reserved, mine, held = claimed()
 local available = tonumber(redis.call('get', sem))
 if not available or available - reserved < permits then
-  claim_for(permits, mine, held)
+  if claim_for(permits, mine, held) then
+    return 2
+  end
   return 0
 end
 redis.call('decrby', sem, permits)

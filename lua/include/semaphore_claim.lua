@@ -11,7 +11,8 @@
 -- claimed() returns the permits reserved for another waiter (0 when none
 -- or when the claim is this waiter's), whether the claim is this waiter's,
 -- and the permits the claim holds (0 when none). claim_for(wanted, mine,
--- held) takes or refreshes the claim after a refusal. Both read the
+-- held) takes or refreshes the claim after a refusal and returns whether
+-- the caller holds it now. Both read the
 -- script's locals claim (key), waiter and claim_ms.
 local function claimed()
   local c = redis.call('get', claim)
@@ -32,5 +33,7 @@ end
 local function claim_for(wanted, mine, held)
   if claim_ms > 0 and waiter ~= '' and (mine or held < wanted) then
     redis.call('set', claim, string.format('%d', wanted) .. ':' .. waiter, 'px', claim_ms)
+    return true
   end
+  return false
 end

@@ -10,16 +10,17 @@ import (
 )
 
 // TestSemaphore_claim: a waiter for 3 permits that is refused takes the
-// claim "3:waiter"; from then on others' acquisitions must leave 3
-// available, another waiter does not take the claim over, the claimer's
-// success deletes it, and only the claimer can give it up.
+// claim "3:waiter" and is told so (reply 2, other refusals 0); from then
+// on others' acquisitions must leave 3 available, another waiter does not
+// take the claim over, the claimer's success deletes it, and only the
+// claimer can give it up.
 func TestSemaphore_claim(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		c := ctx(t)
 		s := semOps{b, newSemKeys(uniqueName(t, false))}
 		must(t)(s.trySet(c, 2, 0, requestKey(s.k.name)))
 
-		expect(t, "big waiter refused", 0)(s.acquireAs(c, 3, requestKey(s.k.name), "big", 5000))
+		expect(t, "big waiter refused, holding the claim", 2)(s.acquireAs(c, 3, requestKey(s.k.name), "big", 5000))
 		if v := get(t, b.rdb, s.k.claim); v != "3:big" {
 			t.Fatalf("claim = %q, want 3:big", v)
 		}
@@ -32,6 +33,7 @@ func TestSemaphore_claim(t *testing.T) {
 		if v := get(t, b.rdb, s.k.claim); v != "3:big" {
 			t.Fatalf("claim = %q after another waiter's refusal, want 3:big", v)
 		}
+		expect(t, "big waiter refreshing its claim", 2)(s.acquireAs(c, 3, requestKey(s.k.name), "big", 5000))
 		must(t)(s.release(c, 1, requestKey(s.k.name)))
 		expect(t, "small after a release", 0)(s.acquireAs(c, 1, requestKey(s.k.name), "small", 5000))
 		must(t)(s.release(c, 1, requestKey(s.k.name))) // 4 available, 3 claimed
@@ -42,7 +44,7 @@ func TestSemaphore_claim(t *testing.T) {
 		}
 
 		// Giving up: only the claimer deletes its claim.
-		expect(t, "big2 refused", 0)(s.acquireAs(c, 2, requestKey(s.k.name), "big2", 5000))
+		expect(t, "big2 refused", 2)(s.acquireAs(c, 2, requestKey(s.k.name), "big2", 5000))
 		expect(t, "unclaim by another", 0)(s.unclaim(c, "small"))
 		expect(t, "unclaim by the claimer", 1)(s.unclaim(c, "big2"))
 		expect(t, "unclaim again", 0)(s.unclaim(c, "big2"))
@@ -51,7 +53,7 @@ func TestSemaphore_claim(t *testing.T) {
 		}
 
 		// A dead claimer's claim lapses at its TTL.
-		expect(t, "big3 refused", 0)(s.acquireAs(c, 5, requestKey(s.k.name), "big3", 200))
+		expect(t, "big3 refused", 2)(s.acquireAs(c, 5, requestKey(s.k.name), "big3", 200))
 		must(t)(s.release(c, 1, requestKey(s.k.name)))
 		expect(t, "small while claimed", 0)(s.acquire(c, 1, requestKey(s.k.name)))
 		if b.mini != nil {
@@ -68,8 +70,9 @@ func TestSemaphore_claim(t *testing.T) {
 			waiter string
 			n      int64
 			want   string
-		}{{"s1", 1, "1:s1"}, {"s2", 1, "1:s1"}, {"b1", 3, "3:b1"}, {"m1", 2, "3:b1"}, {"b2", 3, "3:b1"}, {"b3", 4, "4:b3"}} {
-			expect(t, "refused "+step.waiter, 0)(s.acquireAs(c, step.n, requestKey(s.k.name), step.waiter, 5000))
+			reply  int64 // 2: the refused waiter holds the claim
+		}{{"s1", 1, "1:s1", 2}, {"s2", 1, "1:s1", 0}, {"b1", 3, "3:b1", 2}, {"m1", 2, "3:b1", 0}, {"b2", 3, "3:b1", 0}, {"b3", 4, "4:b3", 2}, {"b3", 4, "4:b3", 2}} {
+			expect(t, "refused "+step.waiter, step.reply)(s.acquireAs(c, step.n, requestKey(s.k.name), step.waiter, 5000))
 			if v := get(t, b.rdb, s.k.claim); v != step.want {
 				t.Fatalf("claim = %q after %s (%d) was refused, want %q", v, step.waiter, step.n, step.want)
 			}
@@ -77,26 +80,38 @@ func TestSemaphore_claim(t *testing.T) {
 	})
 }
 
-// TestExpirable_claim: the permit-expirable semaphore honours the same claim.
+// TestExpirable_claim: the permit-expirable semaphore honours the same
+// claim and tells a refused claimer so (-2 - the hint, -2 with none).
 func TestExpirable_claim(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		c := ctx(t)
 		s := expOps{b, newSemKeys(uniqueName(t, false))}
 		must(t)(s.plain().trySet(c, 1, 0, requestKey(s.k.name)))
 		big := [][]byte{newID(), newID()}
-		if v := must(t)(s.acquireAs(c, "big", 5000, 60_000, big...)); v == 0 {
-			t.Fatal("took 2 of 1")
+		if v := must(t)(s.acquireAs(c, "big", 5000, 60_000, big...)); v != -2 {
+			t.Fatalf("big refused with no held permit: %d, want -2 (claimer, no deadline)", v)
 		}
 		if v := get(t, b.rdb, s.k.claim); v != "2:big" {
 			t.Fatalf("claim = %q, want 2:big", v)
 		}
-		if v := must(t)(s.acquire(c, 60_000, newID())); v == 0 {
-			t.Fatal("a single try took a claimed permit")
+		if v := must(t)(s.acquire(c, 60_000, newID())); v != -1 {
+			t.Fatalf("a single try beside the claim: %d, want -1 (refused, no deadline)", v)
+		}
+		if v := must(t)(s.acquireAs(c, "small", 5000, 60_000, newID())); v != -1 {
+			t.Fatalf("a smaller waiter beside the claim: %d, want -1 (refused, not the claimer)", v)
 		}
 		must(t)(s.plain().release(c, 1, requestKey(s.k.name)))
 		expect(t, "big", 0)(s.acquireAs(c, "big", 5000, 60_000, big...))
 		if n := b.rdb.Exists(c, s.k.claim).Val(); n != 0 {
 			t.Fatal("the claimer's success left its claim")
+		}
+		// Refused beside permits held under a lease: the claimer gets the
+		// nearest deadline as -2 - ms, another waiter as ms.
+		if v := must(t)(s.acquireAs(c, "big", 5000, 60_000, newID())); v > -2-59_000 || v < -2-60_000 {
+			t.Fatalf("claimer refused beside leased permits: %d, want -2 - (59000..60000]", v)
+		}
+		if v := must(t)(s.acquireAs(c, "other", 5000, 60_000, newID())); v < 59_000 || v > 60_000 {
+			t.Fatalf("another waiter refused beside leased permits: %d, want (59000..60000]", v)
 		}
 	})
 }
