@@ -9,6 +9,9 @@
 //   - family: the read-write, fenced and spin locks (issue 14): their
 //     scripts' keys, values, expiries and messages as PROTOCOL-FAMILY.md
 //     gives them, on a plain and a hash-tagged name, and the Go API;
+//   - sem: the semaphores, the permit-expirable semaphore, the count-down
+//     latch and the multi-lock (issue 15): their scripts on a driven
+//     miniredis clock and on real servers, and the Go API;
 //   - faults: a lock's promise under faults (Redis down, hung, restarted,
 //     a cluster master killed, lost or slow replies, ended contexts);
 //   - pubsub: waking waiters and watching holds over pub/sub;

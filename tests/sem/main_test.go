@@ -19,30 +19,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// TestMain stops the shared servers and fails the run when a goroutine is
-// left behind.
-func TestMain(m *testing.M) {
-	code := harness.Run(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain is the suites' shared one (harness and goleak).
+func TestMain(m *testing.M) { backends.Main(m) }
 
 const (
 	latchMS = 10_000 // request latch lifetime, ms
