@@ -169,13 +169,19 @@ func (h *hold) exit() (others bool) {
 
 // acquired records an acquisition that left want holds, whose lease
 // (0: the watchdog's) was set at start or later: free to held for a first
-// hold (want 1); a re-entry keeps the state (held, lapsed, or lost when a
-// loss was reported while the re-entry ran). It returns false, recording
-// nothing, when the hold needs the watchdog and the client has closed.
-func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
+// hold (want 1); a re-entry keeps the state (held or lapsed). It returns
+// ErrClosed, recording nothing, when the hold needs the watchdog and the
+// client has closed. A re-entry into a hold whose loss was reported while
+// it ran stays lost: it counts the new hold (each Unlock reports the
+// loss) but nothing renews, watches or times it, and it returns the loss.
+func (h *hold) acquired(want int, lease time.Duration, start time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	first := want == 1
+	if !first && h.state == lost {
+		h.holds = want
+		return h.cause
+	}
 	gen := h.gen
 	if first {
 		gen++
@@ -183,7 +189,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	if lease == 0 && !h.watched {
 		e, ok := h.env.renew(gen, start)
 		if !ok {
-			return false
+			return ErrClosed
 		}
 		h.entry = e
 	}
@@ -198,7 +204,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 		h.stopExpiry()
 		h.lease = h.watchdogLease
 		h.watched = true
-		return true
+		return nil
 	}
 	if h.watched {
 		h.watched = false
@@ -206,7 +212,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) bool {
 	}
 	h.lease = lease
 	h.startExpiry(start)
-	return true
+	return nil
 }
 
 // startExpiry ends the hold's context when its fixed lease, set in Redis at
@@ -392,6 +398,7 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 		err := h.cause
 		if h.holds--; h.holds == 0 {
 			h.state, h.cause = free, nil
+			h.finish(err) // nothing of the lost hold may outlive it (its context has ended already)
 		}
 		return release{}, err
 	case releasing:

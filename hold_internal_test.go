@@ -3,6 +3,7 @@ package lualock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -235,8 +236,37 @@ func TestHold_staleEvents(t *testing.T) {
 func TestHold_acquired_closedWatchdog(t *testing.T) {
 	h, env := newTestHold()
 	env.closed = true
-	if h.acquired(1, 0, time.Now()) {
-		t.Fatal("acquired under a closed watchdog")
+	if err := h.acquired(1, 0, time.Now()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("acquired under a closed watchdog: %v, want ErrClosed", err)
 	}
 	wantState(t, h, free, 0)
+}
+
+// A loss reported while a re-entry under the watchdog runs (the lease ran
+// out by the client's clock, or the hold watcher saw the lock go) leaves
+// the hold lost: the re-entry's success reports the loss and registers no
+// new watchdog entry, and the Unlocks of the lost holds leave the handle
+// free with nothing renewing the lock. (Found by review: the re-entry put
+// a new entry on the lost hold, which nothing removed: the lock was
+// renewed forever while the handle said it held nothing.)
+func TestHold_acquired_reentryDuringLoss(t *testing.T) {
+	h, env := newTestHold()
+	if err := h.acquired(1, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now() // the re-entry (want 2) is sent
+	loss := fmt.Errorf("%w: lease ran out", ErrLockLost)
+	h.expire(h.generation(), loss) // the loss while it runs
+	if err := h.acquired(2, 0, start); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("re-entry into a lost hold: %v, want ErrLockLost", err)
+	}
+	for i := range 2 {
+		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("unlock %d of a lost hold: %v, want ErrLockLost", i+1, err)
+		}
+	}
+	wantState(t, h, free, 0)
+	if env.renewed != env.unrenewed {
+		t.Fatalf("handle is free but %d watchdog entries were made and %d removed: the lock would be renewed forever", env.renewed, env.unrenewed)
+	}
 }

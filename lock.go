@@ -188,13 +188,18 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 	if !res.acquired {
 		return res, nil
 	}
-	if !l.h.acquired(want, a.lease, start) {
+	switch err := l.h.acquired(want, a.lease, start); {
+	case errors.Is(err, ErrClosed):
 		// The client closed meanwhile: nothing would renew the hold. Give it
 		// back rather than hand out a lock that lapses unnoticed.
 		uctx, cancel := detached(ctx)
 		_ = l.undo(uctx, want, set)
 		cancel()
 		return attemptResult{}, ErrClosed
+	case err != nil:
+		// A re-entry into a hold reported lost while it ran: the handle
+		// counts it, and Unlock reports the loss for each hold.
+		return attemptResult{}, err
 	}
 	if res.token != 0 {
 		l.token.Store(res.token)
