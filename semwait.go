@@ -14,11 +14,12 @@ import (
 )
 
 // The waiting and calling of the semaphores and the count-down latch
-// (issue 15). The lock engine (engine.go) is built around a Lock's owner
-// field, hold count and hold; these objects have none, so they share this
-// smaller loop over the same pieces: the client's wake-up hub (one
-// subscription per channel, a waiter woken per message), its backoff and
-// transient-error rule, and its Close.
+// (issue 15). They have no owner field, hold count or hold, so they are
+// not *Lock handles: each call hands the acquisition engine (engine.go) a
+// waitable (one attempt, its channel, whether a message wakes every local
+// waiter, its timer bounds, its give-up clean-up and, for a semaphore
+// waiter that holds the anti-starvation claim, its refresh period), and
+// Client.waitFor runs the engine's loop over it.
 
 // Operations named by the errors of the semaphores and the latch.
 const (
