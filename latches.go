@@ -115,14 +115,19 @@ func (s *latchSweeper) sweep() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	if !cluster {
+		// One server: every latch in the same UNLINKs, no grouping.
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			unlinkAll(ctx, p, keys)
+			return nil
+		})
+		return
+	}
 	groups := map[int][]string{}
 	var order []int
-	_, cluster := s.rdb.(*redis.ClusterClient)
 	for _, k := range keys {
-		g := 0
-		if cluster {
-			g = slot(k)
-		}
+		g := slot(k)
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}
@@ -130,13 +135,17 @@ func (s *latchSweeper) sweep() {
 	}
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, g := range order {
-			ks := groups[g]
-			for len(ks) > 0 {
-				n := min(len(ks), sweepBatch)
-				p.Unlink(ctx, ks[:n]...)
-				ks = ks[n:]
-			}
+			unlinkAll(ctx, p, groups[g])
 		}
 		return nil
 	})
+}
+
+// unlinkAll queues the UNLINKs of ks on p, sweepBatch keys a command.
+func unlinkAll(ctx context.Context, p redis.Pipeliner, ks []string) {
+	for len(ks) > 0 {
+		n := min(len(ks), sweepBatch)
+		p.Unlink(ctx, ks[:n]...)
+		ks = ks[n:]
+	}
 }

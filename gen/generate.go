@@ -204,6 +204,8 @@ type paramData struct {
 	ArgGoTypes []string
 	KeysBody   string
 	ArgsBody   string
+	ParamsBody string // body of params(): keys and args together
+	Joined     bool   // params() builds both lists itself: keys() and args() only where else needed
 }
 
 func newParamData(keys, args []Param) paramData {
@@ -217,7 +219,28 @@ func newParamData(keys, args []Param) paramData {
 	}
 	d.KeysBody = listBody("k", "keys", "string", keys)
 	d.ArgsBody = listBody("a", "args", "any", args)
+	d.ParamsBody = paramsBody(keys, args)
+	d.Joined = !strings.HasPrefix(d.ParamsBody, "return k.keys()")
 	return d
+}
+
+// paramsBody is the body of the method that returns a script's keys and
+// args for one call. When both lists are fixed and not empty, their two
+// backing arrays come from one allocation instead of two (the boxed args
+// are still one each): a call costs one allocation less.
+func paramsBody(keys, args []Param) string {
+	if len(keys) == 0 || len(args) == 0 || keys[len(keys)-1].Variadic || args[len(args)-1].Variadic {
+		return "return k.keys(), a.args()"
+	}
+	var ks, as []string
+	for _, p := range keys {
+		ks = append(ks, "k."+p.GoName)
+	}
+	for _, p := range args {
+		as = append(as, "a."+p.GoName)
+	}
+	return fmt.Sprintf("p := &struct {\nkeys [%d]string\nargs [%d]any\n}{[%d]string{%s}, [%d]any{%s}}\nreturn p.keys[:], p.args[:]",
+		len(keys), len(args), len(keys), strings.Join(ks, ", "), len(args), strings.Join(as, ", "))
 }
 
 func (d *scriptData) fill() {

@@ -383,7 +383,8 @@ var FairAcquireScript = &luart.Script{
 //
 // Reply (int): 0 when the lock is held with that count; otherwise ms to wait before asking again, at least 1
 func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) (int64, error) {
-	v, err := FairAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := FairAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(FairAcquireScript, v, err, luart.AsInt)
 }
 
@@ -393,7 +394,8 @@ func FairAcquire(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a Fai
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func FairAcquireCmd(ctx context.Context, c redis.Scripter, k FairAcquireKeys, a FairAcquireArgs) *redis.Cmd {
-	return FairAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return FairAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // FairAcquireResult converts the reply of FairAcquireCmd to FairAcquire's typed result.
@@ -402,10 +404,11 @@ func FairAcquireResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(FairAcquireScript, v, err, luart.AsInt)
 }
 
-func (k FairAcquireKeys) keys() []string {
-	return []string{k.Lock, k.Queue, k.Timeouts, k.Channel}
-}
-
-func (a FairAcquireArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.WaitMS, a.Holds, a.Publish}
+// params returns the keys and args of one call.
+func (k FairAcquireKeys) params(a FairAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [4]string
+		args [5]any
+	}{[4]string{k.Lock, k.Queue, k.Timeouts, k.Channel}, [5]any{a.LeaseMS, a.Field, a.WaitMS, a.Holds, a.Publish}}
+	return p.keys[:], p.args[:]
 }

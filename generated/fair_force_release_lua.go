@@ -196,7 +196,8 @@ var FairForceReleaseScript = &luart.Script{
 //
 // Reply (bool): true when a lock was deleted
 func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) (bool, error) {
-	v, err := FairForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := FairForceReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(FairForceReleaseScript, v, err, luart.AsBool)
 }
 
@@ -206,7 +207,8 @@ func FairForceRelease(ctx context.Context, c redis.Scripter, k FairForceReleaseK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func FairForceReleaseCmd(ctx context.Context, c redis.Scripter, k FairForceReleaseKeys, a FairForceReleaseArgs) *redis.Cmd {
-	return FairForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return FairForceReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // FairForceReleaseResult converts the reply of FairForceReleaseCmd to FairForceRelease's typed result.
@@ -215,10 +217,11 @@ func FairForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	return luart.Convert(FairForceReleaseScript, v, err, luart.AsBool)
 }
 
-func (k FairForceReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Queue, k.Timeouts, k.Channel, k.Latch}
-}
-
-func (a FairForceReleaseArgs) args() []any {
-	return []any{a.LatchMS, a.WaitMS, a.Publish}
+// params returns the keys and args of one call.
+func (k FairForceReleaseKeys) params(a FairForceReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [5]string
+		args [3]any
+	}{[5]string{k.Lock, k.Queue, k.Timeouts, k.Channel, k.Latch}, [3]any{a.LatchMS, a.WaitMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -235,7 +235,8 @@ var FairLeaveScript = &luart.Script{
 //
 // Reply (bool): true when the waiter was in the queue
 func FairLeave(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLeaveArgs) (bool, error) {
-	v, err := FairLeaveScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := FairLeaveScript.Run(ctx, c, keys, args...)
 	return luart.Convert(FairLeaveScript, v, err, luart.AsBool)
 }
 
@@ -245,7 +246,8 @@ func FairLeave(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLea
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func FairLeaveCmd(ctx context.Context, c redis.Scripter, k FairLeaveKeys, a FairLeaveArgs) *redis.Cmd {
-	return FairLeaveScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return FairLeaveScript.Cmd(ctx, c, keys, args...)
 }
 
 // FairLeaveResult converts the reply of FairLeaveCmd to FairLeave's typed result.
@@ -254,10 +256,11 @@ func FairLeaveResult(cmd *redis.Cmd) (bool, error) {
 	return luart.Convert(FairLeaveScript, v, err, luart.AsBool)
 }
 
-func (k FairLeaveKeys) keys() []string {
-	return []string{k.Lock, k.Queue, k.Timeouts, k.Channel}
-}
-
-func (a FairLeaveArgs) args() []any {
-	return []any{a.Field, a.WaitMS, a.Publish}
+// params returns the keys and args of one call.
+func (k FairLeaveKeys) params(a FairLeaveArgs) ([]string, []any) {
+	p := &struct {
+		keys [4]string
+		args [3]any
+	}{[4]string{k.Lock, k.Queue, k.Timeouts, k.Channel}, [3]any{a.Field, a.WaitMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

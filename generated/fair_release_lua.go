@@ -239,7 +239,8 @@ var convFairRelease = luart.Nullable(luart.AsInt)
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) (*int64, error) {
-	v, err := FairReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := FairReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(FairReleaseScript, v, err, convFairRelease)
 }
 
@@ -249,7 +250,8 @@ func FairRelease(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a Fai
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func FairReleaseCmd(ctx context.Context, c redis.Scripter, k FairReleaseKeys, a FairReleaseArgs) *redis.Cmd {
-	return FairReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return FairReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // FairReleaseResult converts the reply of FairReleaseCmd to FairRelease's typed result.
@@ -258,10 +260,11 @@ func FairReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	return luart.Convert(FairReleaseScript, v, err, convFairRelease)
 }
 
-func (k FairReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Queue, k.Timeouts, k.Channel, k.Latch}
-}
-
-func (a FairReleaseArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.LatchMS, a.WaitMS, a.Publish, a.Holds}
+// params returns the keys and args of one call.
+func (k FairReleaseKeys) params(a FairReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [5]string
+		args [6]any
+	}{[5]string{k.Lock, k.Queue, k.Timeouts, k.Channel, k.Latch}, [6]any{a.LeaseMS, a.Field, a.LatchMS, a.WaitMS, a.Publish, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -135,7 +135,8 @@ var LockAcquireScript = &luart.Script{
 //
 // Reply (int): 0 when the lock is held with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) (int64, error) {
-	v, err := LockAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LockAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LockAcquireScript, v, err, luart.AsInt)
 }
 
@@ -145,7 +146,8 @@ func LockAcquire(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a Loc
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LockAcquireCmd(ctx context.Context, c redis.Scripter, k LockAcquireKeys, a LockAcquireArgs) *redis.Cmd {
-	return LockAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LockAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // LockAcquireResult converts the reply of LockAcquireCmd to LockAcquire's typed result.
@@ -154,10 +156,11 @@ func LockAcquireResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(LockAcquireScript, v, err, luart.AsInt)
 }
 
-func (k LockAcquireKeys) keys() []string {
-	return []string{k.Lock}
-}
-
-func (a LockAcquireArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.Holds}
+// params returns the keys and args of one call.
+func (k LockAcquireKeys) params(a LockAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [1]string
+		args [3]any
+	}{[1]string{k.Lock}, [3]any{a.LeaseMS, a.Field, a.Holds}}
+	return p.keys[:], p.args[:]
 }

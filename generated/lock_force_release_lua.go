@@ -120,7 +120,8 @@ var LockForceReleaseScript = &luart.Script{
 //
 // Reply (bool): true when a lock was deleted
 func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) (bool, error) {
-	v, err := LockForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LockForceReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LockForceReleaseScript, v, err, luart.AsBool)
 }
 
@@ -130,7 +131,8 @@ func LockForceRelease(ctx context.Context, c redis.Scripter, k LockForceReleaseK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LockForceReleaseCmd(ctx context.Context, c redis.Scripter, k LockForceReleaseKeys, a LockForceReleaseArgs) *redis.Cmd {
-	return LockForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LockForceReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // LockForceReleaseResult converts the reply of LockForceReleaseCmd to LockForceRelease's typed result.
@@ -139,10 +141,11 @@ func LockForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	return luart.Convert(LockForceReleaseScript, v, err, luart.AsBool)
 }
 
-func (k LockForceReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Channel, k.Latch}
-}
-
-func (a LockForceReleaseArgs) args() []any {
-	return []any{a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k LockForceReleaseKeys) params(a LockForceReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [2]any
+	}{[3]string{k.Lock, k.Channel, k.Latch}, [2]any{a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -161,7 +161,8 @@ var convLockRelease = luart.Nullable(luart.AsInt)
 //
 // Reply (int?): nil when the owner held nothing; 0 when holds remain; 1 when the lock was released
 func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) (*int64, error) {
-	v, err := LockReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LockReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LockReleaseScript, v, err, convLockRelease)
 }
 
@@ -171,7 +172,8 @@ func LockRelease(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a Loc
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LockReleaseCmd(ctx context.Context, c redis.Scripter, k LockReleaseKeys, a LockReleaseArgs) *redis.Cmd {
-	return LockReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LockReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // LockReleaseResult converts the reply of LockReleaseCmd to LockRelease's typed result.
@@ -180,10 +182,11 @@ func LockReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	return luart.Convert(LockReleaseScript, v, err, convLockRelease)
 }
 
-func (k LockReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Channel, k.Latch}
-}
-
-func (a LockReleaseArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.LatchMS, a.Publish, a.Holds}
+// params returns the keys and args of one call.
+func (k LockReleaseKeys) params(a LockReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [5]any
+	}{[3]string{k.Lock, k.Channel, k.Latch}, [5]any{a.LeaseMS, a.Field, a.LatchMS, a.Publish, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -92,7 +92,8 @@ var convLockRenew = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner no longer holds it
 func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) ([]int64, error) {
-	v, err := LockRenewScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LockRenewScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LockRenewScript, v, err, convLockRenew)
 }
 
@@ -102,7 +103,8 @@ func LockRenew(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRen
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LockRenewCmd(ctx context.Context, c redis.Scripter, k LockRenewKeys, a LockRenewArgs) *redis.Cmd {
-	return LockRenewScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LockRenewScript.Cmd(ctx, c, keys, args...)
 }
 
 // LockRenewResult converts the reply of LockRenewCmd to LockRenew's typed result.
@@ -110,7 +112,6 @@ func LockRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(LockRenewScript, v, err, convLockRenew)
 }
-
 func (k LockRenewKeys) keys() []string {
 	return k.Locks
 }
@@ -122,4 +123,9 @@ func (a LockRenewArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k LockRenewKeys) params(a LockRenewArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

@@ -67,7 +67,8 @@ var convLockStatus = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): {1 if the lock exists else 0, hold count of the owner, PTTL in ms (-2: no lock, -1: no expiry)}
 func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) ([]int64, error) {
-	v, err := LockStatusScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LockStatusScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LockStatusScript, v, err, convLockStatus)
 }
 
@@ -77,7 +78,8 @@ func LockStatus(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockS
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LockStatusCmd(ctx context.Context, c redis.Scripter, k LockStatusKeys, a LockStatusArgs) *redis.Cmd {
-	return LockStatusScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LockStatusScript.Cmd(ctx, c, keys, args...)
 }
 
 // LockStatusResult converts the reply of LockStatusCmd to LockStatus's typed result.
@@ -86,10 +88,11 @@ func LockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	return luart.Convert(LockStatusScript, v, err, convLockStatus)
 }
 
-func (k LockStatusKeys) keys() []string {
-	return []string{k.Lock}
-}
-
-func (a LockStatusArgs) args() []any {
-	return []any{a.Field}
+// params returns the keys and args of one call.
+func (k LockStatusKeys) params(a LockStatusArgs) ([]string, []any) {
+	p := &struct {
+		keys [1]string
+		args [1]any
+	}{[1]string{k.Lock}, [1]any{a.Field}}
+	return p.keys[:], p.args[:]
 }
