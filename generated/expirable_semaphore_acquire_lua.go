@@ -302,7 +302,8 @@ var ExpirableSemaphoreAcquireScript = &luart.Script{
 //
 // Reply (int): 0 when the permits were taken; when refused (too few available, or the rest claimed) and this caller does not hold the claim, the ms until the nearest deadline of a held permit, at least 1, or -1 when no held permit expires; when refused and this caller holds the claim, -2 - that ms, or -2 when no held permit expires
 func ExpirableSemaphoreAcquire(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAcquireKeys, a ExpirableSemaphoreAcquireArgs) (int64, error) {
-	v, err := ExpirableSemaphoreAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := ExpirableSemaphoreAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(ExpirableSemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
@@ -312,7 +313,8 @@ func ExpirableSemaphoreAcquire(ctx context.Context, c redis.Scripter, k Expirabl
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func ExpirableSemaphoreAcquireCmd(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAcquireKeys, a ExpirableSemaphoreAcquireArgs) *redis.Cmd {
-	return ExpirableSemaphoreAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return ExpirableSemaphoreAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // ExpirableSemaphoreAcquireResult converts the reply of ExpirableSemaphoreAcquireCmd to ExpirableSemaphoreAcquire's typed result.
@@ -320,7 +322,6 @@ func ExpirableSemaphoreAcquireResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(ExpirableSemaphoreAcquireScript, v, err, luart.AsInt)
 }
-
 func (k ExpirableSemaphoreAcquireKeys) keys() []string {
 	return []string{k.Sem, k.Timeouts, k.Channel, k.Claim}
 }
@@ -332,4 +333,9 @@ func (a ExpirableSemaphoreAcquireArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k ExpirableSemaphoreAcquireKeys) params(a ExpirableSemaphoreAcquireArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

@@ -130,7 +130,8 @@ var convExpirableSemaphoreAvailable = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): {available permits (0 when N is missing), permits held under a lease or without one}
 func ExpirableSemaphoreAvailable(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAvailableKeys, a ExpirableSemaphoreAvailableArgs) ([]int64, error) {
-	v, err := ExpirableSemaphoreAvailableScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := ExpirableSemaphoreAvailableScript.Run(ctx, c, keys, args...)
 	return luart.Convert(ExpirableSemaphoreAvailableScript, v, err, convExpirableSemaphoreAvailable)
 }
 
@@ -140,7 +141,8 @@ func ExpirableSemaphoreAvailable(ctx context.Context, c redis.Scripter, k Expira
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func ExpirableSemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreAvailableKeys, a ExpirableSemaphoreAvailableArgs) *redis.Cmd {
-	return ExpirableSemaphoreAvailableScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return ExpirableSemaphoreAvailableScript.Cmd(ctx, c, keys, args...)
 }
 
 // ExpirableSemaphoreAvailableResult converts the reply of ExpirableSemaphoreAvailableCmd to ExpirableSemaphoreAvailable's typed result.
@@ -149,10 +151,11 @@ func ExpirableSemaphoreAvailableResult(cmd *redis.Cmd) ([]int64, error) {
 	return luart.Convert(ExpirableSemaphoreAvailableScript, v, err, convExpirableSemaphoreAvailable)
 }
 
-func (k ExpirableSemaphoreAvailableKeys) keys() []string {
-	return []string{k.Sem, k.Timeouts, k.Channel}
-}
-
-func (a ExpirableSemaphoreAvailableArgs) args() []any {
-	return []any{a.Publish}
+// params returns the keys and args of one call.
+func (k ExpirableSemaphoreAvailableKeys) params(a ExpirableSemaphoreAvailableArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [1]any
+	}{[3]string{k.Sem, k.Timeouts, k.Channel}, [1]any{a.Publish}}
+	return p.keys[:], p.args[:]
 }

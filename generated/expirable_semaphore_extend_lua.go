@@ -185,7 +185,8 @@ var ExpirableSemaphoreExtendScript = &luart.Script{
 //
 // Reply (int): the number of ids that were held and got the new lease
 func ExpirableSemaphoreExtend(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreExtendKeys, a ExpirableSemaphoreExtendArgs) (int64, error) {
-	v, err := ExpirableSemaphoreExtendScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := ExpirableSemaphoreExtendScript.Run(ctx, c, keys, args...)
 	return luart.Convert(ExpirableSemaphoreExtendScript, v, err, luart.AsInt)
 }
 
@@ -195,7 +196,8 @@ func ExpirableSemaphoreExtend(ctx context.Context, c redis.Scripter, k Expirable
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func ExpirableSemaphoreExtendCmd(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreExtendKeys, a ExpirableSemaphoreExtendArgs) *redis.Cmd {
-	return ExpirableSemaphoreExtendScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return ExpirableSemaphoreExtendScript.Cmd(ctx, c, keys, args...)
 }
 
 // ExpirableSemaphoreExtendResult converts the reply of ExpirableSemaphoreExtendCmd to ExpirableSemaphoreExtend's typed result.
@@ -203,7 +205,6 @@ func ExpirableSemaphoreExtendResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(ExpirableSemaphoreExtendScript, v, err, luart.AsInt)
 }
-
 func (k ExpirableSemaphoreExtendKeys) keys() []string {
 	return []string{k.Sem, k.Timeouts, k.Channel}
 }
@@ -215,4 +216,9 @@ func (a ExpirableSemaphoreExtendArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k ExpirableSemaphoreExtendKeys) params(a ExpirableSemaphoreExtendArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

@@ -198,7 +198,8 @@ var ExpirableSemaphoreReleaseScript = &luart.Script{
 //
 // Reply (int): the number of permits released (all the ids); 0 when any id is not held (expired, released, never taken)
 func ExpirableSemaphoreRelease(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreReleaseKeys, a ExpirableSemaphoreReleaseArgs) (int64, error) {
-	v, err := ExpirableSemaphoreReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := ExpirableSemaphoreReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(ExpirableSemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
@@ -208,7 +209,8 @@ func ExpirableSemaphoreRelease(ctx context.Context, c redis.Scripter, k Expirabl
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func ExpirableSemaphoreReleaseCmd(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreReleaseKeys, a ExpirableSemaphoreReleaseArgs) *redis.Cmd {
-	return ExpirableSemaphoreReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return ExpirableSemaphoreReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // ExpirableSemaphoreReleaseResult converts the reply of ExpirableSemaphoreReleaseCmd to ExpirableSemaphoreRelease's typed result.
@@ -216,7 +218,6 @@ func ExpirableSemaphoreReleaseResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(ExpirableSemaphoreReleaseScript, v, err, luart.AsInt)
 }
-
 func (k ExpirableSemaphoreReleaseKeys) keys() []string {
 	return []string{k.Sem, k.Timeouts, k.Channel, k.Request}
 }
@@ -228,4 +229,9 @@ func (a ExpirableSemaphoreReleaseArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k ExpirableSemaphoreReleaseKeys) params(a ExpirableSemaphoreReleaseArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

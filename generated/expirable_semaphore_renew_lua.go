@@ -169,7 +169,8 @@ var convExpirableSemaphoreRenew = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): per permit, 1 when renewed and 0 when it was not held any more
 func ExpirableSemaphoreRenew(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreRenewKeys, a ExpirableSemaphoreRenewArgs) ([]int64, error) {
-	v, err := ExpirableSemaphoreRenewScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := ExpirableSemaphoreRenewScript.Run(ctx, c, keys, args...)
 	return luart.Convert(ExpirableSemaphoreRenewScript, v, err, convExpirableSemaphoreRenew)
 }
 
@@ -179,7 +180,8 @@ func ExpirableSemaphoreRenew(ctx context.Context, c redis.Scripter, k ExpirableS
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func ExpirableSemaphoreRenewCmd(ctx context.Context, c redis.Scripter, k ExpirableSemaphoreRenewKeys, a ExpirableSemaphoreRenewArgs) *redis.Cmd {
-	return ExpirableSemaphoreRenewScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return ExpirableSemaphoreRenewScript.Cmd(ctx, c, keys, args...)
 }
 
 // ExpirableSemaphoreRenewResult converts the reply of ExpirableSemaphoreRenewCmd to ExpirableSemaphoreRenew's typed result.
@@ -187,7 +189,6 @@ func ExpirableSemaphoreRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(ExpirableSemaphoreRenewScript, v, err, convExpirableSemaphoreRenew)
 }
-
 func (k ExpirableSemaphoreRenewKeys) keys() []string {
 	return k.Permits
 }
@@ -199,4 +200,9 @@ func (a ExpirableSemaphoreRenewArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k ExpirableSemaphoreRenewKeys) params(a ExpirableSemaphoreRenewArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

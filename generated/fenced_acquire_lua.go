@@ -156,7 +156,8 @@ var convFencedAcquire = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): {0, token} when the lock is held with that count; otherwise {the lock's PTTL in ms, at least 1 (-1: no expiry), 0}
 func FencedAcquire(ctx context.Context, c redis.Scripter, k FencedAcquireKeys, a FencedAcquireArgs) ([]int64, error) {
-	v, err := FencedAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := FencedAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(FencedAcquireScript, v, err, convFencedAcquire)
 }
 
@@ -166,7 +167,8 @@ func FencedAcquire(ctx context.Context, c redis.Scripter, k FencedAcquireKeys, a
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func FencedAcquireCmd(ctx context.Context, c redis.Scripter, k FencedAcquireKeys, a FencedAcquireArgs) *redis.Cmd {
-	return FencedAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return FencedAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // FencedAcquireResult converts the reply of FencedAcquireCmd to FencedAcquire's typed result.
@@ -175,10 +177,11 @@ func FencedAcquireResult(cmd *redis.Cmd) ([]int64, error) {
 	return luart.Convert(FencedAcquireScript, v, err, convFencedAcquire)
 }
 
-func (k FencedAcquireKeys) keys() []string {
-	return []string{k.Lock, k.Token}
-}
-
-func (a FencedAcquireArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.Holds}
+// params returns the keys and args of one call.
+func (k FencedAcquireKeys) params(a FencedAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [2]string
+		args [3]any
+	}{[2]string{k.Lock, k.Token}, [3]any{a.LeaseMS, a.Field, a.Holds}}
+	return p.keys[:], p.args[:]
 }

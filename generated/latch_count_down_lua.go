@@ -144,7 +144,8 @@ var LatchCountDownScript = &luart.Script{
 //
 // Reply (int): the count after this call; 0 when the latch is open (reached zero now, or was missing)
 func LatchCountDown(ctx context.Context, c redis.Scripter, k LatchCountDownKeys, a LatchCountDownArgs) (int64, error) {
-	v, err := LatchCountDownScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LatchCountDownScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LatchCountDownScript, v, err, luart.AsInt)
 }
 
@@ -154,7 +155,8 @@ func LatchCountDown(ctx context.Context, c redis.Scripter, k LatchCountDownKeys,
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LatchCountDownCmd(ctx context.Context, c redis.Scripter, k LatchCountDownKeys, a LatchCountDownArgs) *redis.Cmd {
-	return LatchCountDownScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LatchCountDownScript.Cmd(ctx, c, keys, args...)
 }
 
 // LatchCountDownResult converts the reply of LatchCountDownCmd to LatchCountDown's typed result.
@@ -163,10 +165,11 @@ func LatchCountDownResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(LatchCountDownScript, v, err, luart.AsInt)
 }
 
-func (k LatchCountDownKeys) keys() []string {
-	return []string{k.Latch, k.Channel, k.Request}
-}
-
-func (a LatchCountDownArgs) args() []any {
-	return []any{a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k LatchCountDownKeys) params(a LatchCountDownArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [2]any
+	}{[3]string{k.Latch, k.Channel, k.Request}, [2]any{a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

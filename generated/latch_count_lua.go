@@ -59,7 +59,8 @@ var LatchCountScript = &luart.Script{
 //
 // Reply (int): the count; 0 when the latch is open (N missing)
 func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys, a LatchCountArgs) (int64, error) {
-	v, err := LatchCountScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LatchCountScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LatchCountScript, v, err, luart.AsInt)
 }
 
@@ -69,7 +70,8 @@ func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys, a Latch
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LatchCountCmd(ctx context.Context, c redis.Scripter, k LatchCountKeys, a LatchCountArgs) *redis.Cmd {
-	return LatchCountScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LatchCountScript.Cmd(ctx, c, keys, args...)
 }
 
 // LatchCountResult converts the reply of LatchCountCmd to LatchCount's typed result.
@@ -77,11 +79,15 @@ func LatchCountResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(LatchCountScript, v, err, luart.AsInt)
 }
-
 func (k LatchCountKeys) keys() []string {
 	return []string{k.Latch}
 }
 
 func (a LatchCountArgs) args() []any {
 	return nil
+}
+
+// params returns the keys and args of one call.
+func (k LatchCountKeys) params(a LatchCountArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

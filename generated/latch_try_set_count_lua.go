@@ -147,7 +147,8 @@ var LatchTrySetCountScript = &luart.Script{
 //
 // Reply (int): 1 when the count was set; 0 when the latch existed already
 func LatchTrySetCount(ctx context.Context, c redis.Scripter, k LatchTrySetCountKeys, a LatchTrySetCountArgs) (int64, error) {
-	v, err := LatchTrySetCountScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := LatchTrySetCountScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LatchTrySetCountScript, v, err, luart.AsInt)
 }
 
@@ -157,7 +158,8 @@ func LatchTrySetCount(ctx context.Context, c redis.Scripter, k LatchTrySetCountK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func LatchTrySetCountCmd(ctx context.Context, c redis.Scripter, k LatchTrySetCountKeys, a LatchTrySetCountArgs) *redis.Cmd {
-	return LatchTrySetCountScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return LatchTrySetCountScript.Cmd(ctx, c, keys, args...)
 }
 
 // LatchTrySetCountResult converts the reply of LatchTrySetCountCmd to LatchTrySetCount's typed result.
@@ -166,10 +168,11 @@ func LatchTrySetCountResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(LatchTrySetCountScript, v, err, luart.AsInt)
 }
 
-func (k LatchTrySetCountKeys) keys() []string {
-	return []string{k.Latch, k.Channel, k.Request}
-}
-
-func (a LatchTrySetCountArgs) args() []any {
-	return []any{a.Count, a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k LatchTrySetCountKeys) params(a LatchTrySetCountArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [3]any
+	}{[3]string{k.Latch, k.Channel, k.Request}, [3]any{a.Count, a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -156,7 +156,8 @@ var RwlockForceReleaseScript = &luart.Script{
 //
 // Reply (bool): true when a lock was deleted
 func RwlockForceRelease(ctx context.Context, c redis.Scripter, k RwlockForceReleaseKeys, a RwlockForceReleaseArgs) (bool, error) {
-	v, err := RwlockForceReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockForceReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockForceReleaseScript, v, err, luart.AsBool)
 }
 
@@ -166,7 +167,8 @@ func RwlockForceRelease(ctx context.Context, c redis.Scripter, k RwlockForceRele
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockForceReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockForceReleaseKeys, a RwlockForceReleaseArgs) *redis.Cmd {
-	return RwlockForceReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockForceReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockForceReleaseResult converts the reply of RwlockForceReleaseCmd to RwlockForceRelease's typed result.
@@ -175,10 +177,11 @@ func RwlockForceReleaseResult(cmd *redis.Cmd) (bool, error) {
 	return luart.Convert(RwlockForceReleaseScript, v, err, luart.AsBool)
 }
 
-func (k RwlockForceReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Channel, k.Latch}
-}
-
-func (a RwlockForceReleaseArgs) args() []any {
-	return []any{a.Mode, a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k RwlockForceReleaseKeys) params(a RwlockForceReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [3]any
+	}{[3]string{k.Lock, k.Channel, k.Latch}, [3]any{a.Mode, a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

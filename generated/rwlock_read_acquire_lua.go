@@ -176,7 +176,8 @@ var RwlockReadAcquireScript = &luart.Script{
 //
 // Reply (int): 0 when the owner holds that many read holds; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func RwlockReadAcquire(ctx context.Context, c redis.Scripter, k RwlockReadAcquireKeys, a RwlockReadAcquireArgs) (int64, error) {
-	v, err := RwlockReadAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockReadAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockReadAcquireScript, v, err, luart.AsInt)
 }
 
@@ -186,7 +187,8 @@ func RwlockReadAcquire(ctx context.Context, c redis.Scripter, k RwlockReadAcquir
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockReadAcquireCmd(ctx context.Context, c redis.Scripter, k RwlockReadAcquireKeys, a RwlockReadAcquireArgs) *redis.Cmd {
-	return RwlockReadAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockReadAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockReadAcquireResult converts the reply of RwlockReadAcquireCmd to RwlockReadAcquire's typed result.
@@ -195,10 +197,11 @@ func RwlockReadAcquireResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(RwlockReadAcquireScript, v, err, luart.AsInt)
 }
 
-func (k RwlockReadAcquireKeys) keys() []string {
-	return []string{k.Lock, k.Prefix}
-}
-
-func (a RwlockReadAcquireArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.Holds}
+// params returns the keys and args of one call.
+func (k RwlockReadAcquireKeys) params(a RwlockReadAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [2]string
+		args [3]any
+	}{[2]string{k.Lock, k.Prefix}, [3]any{a.LeaseMS, a.Field, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -222,7 +222,8 @@ var convRwlockReadRelease = luart.Nullable(luart.AsInt)
 //
 // Reply (int?): nil when the owner held no read hold; 0 when read holds of the owner remain; 1 when its last one was released
 func RwlockReadRelease(ctx context.Context, c redis.Scripter, k RwlockReadReleaseKeys, a RwlockReadReleaseArgs) (*int64, error) {
-	v, err := RwlockReadReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockReadReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockReadReleaseScript, v, err, convRwlockReadRelease)
 }
 
@@ -232,7 +233,8 @@ func RwlockReadRelease(ctx context.Context, c redis.Scripter, k RwlockReadReleas
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockReadReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockReadReleaseKeys, a RwlockReadReleaseArgs) *redis.Cmd {
-	return RwlockReadReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockReadReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockReadReleaseResult converts the reply of RwlockReadReleaseCmd to RwlockReadRelease's typed result.
@@ -241,10 +243,11 @@ func RwlockReadReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	return luart.Convert(RwlockReadReleaseScript, v, err, convRwlockReadRelease)
 }
 
-func (k RwlockReadReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Prefix, k.Channel, k.Latch}
-}
-
-func (a RwlockReadReleaseArgs) args() []any {
-	return []any{a.Field, a.LatchMS, a.Publish, a.Holds}
+// params returns the keys and args of one call.
+func (k RwlockReadReleaseKeys) params(a RwlockReadReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [4]string
+		args [4]any
+	}{[4]string{k.Lock, k.Prefix, k.Channel, k.Latch}, [4]any{a.Field, a.LatchMS, a.Publish, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -128,7 +128,8 @@ var convRwlockReadRenew = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): per lock, 1 when renewed and 0 when the owner's read holds are gone
 func RwlockReadRenew(ctx context.Context, c redis.Scripter, k RwlockReadRenewKeys, a RwlockReadRenewArgs) ([]int64, error) {
-	v, err := RwlockReadRenewScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockReadRenewScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockReadRenewScript, v, err, convRwlockReadRenew)
 }
 
@@ -138,7 +139,8 @@ func RwlockReadRenew(ctx context.Context, c redis.Scripter, k RwlockReadRenewKey
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockReadRenewCmd(ctx context.Context, c redis.Scripter, k RwlockReadRenewKeys, a RwlockReadRenewArgs) *redis.Cmd {
-	return RwlockReadRenewScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockReadRenewScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockReadRenewResult converts the reply of RwlockReadRenewCmd to RwlockReadRenew's typed result.
@@ -146,7 +148,6 @@ func RwlockReadRenewResult(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(RwlockReadRenewScript, v, err, convRwlockReadRenew)
 }
-
 func (k RwlockReadRenewKeys) keys() []string {
 	return k.Keys
 }
@@ -158,4 +159,9 @@ func (a RwlockReadRenewArgs) args() []any {
 		args = append(args, v)
 	}
 	return args
+}
+
+// params returns the keys and args of one call.
+func (k RwlockReadRenewKeys) params(a RwlockReadRenewArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

@@ -77,7 +77,8 @@ var convRwlockStatus = luart.ArrayOf(luart.AsInt)
 //
 // Reply ([]int): {mode: 0 free, 1 read, 2 write; read hold count of the owner; write hold count of the owner; PTTL in ms (-2: no lock, -1: no expiry); fields in the hash (HLEN)}
 func RwlockStatus(ctx context.Context, c redis.Scripter, k RwlockStatusKeys, a RwlockStatusArgs) ([]int64, error) {
-	v, err := RwlockStatusScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockStatusScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockStatusScript, v, err, convRwlockStatus)
 }
 
@@ -87,7 +88,8 @@ func RwlockStatus(ctx context.Context, c redis.Scripter, k RwlockStatusKeys, a R
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockStatusCmd(ctx context.Context, c redis.Scripter, k RwlockStatusKeys, a RwlockStatusArgs) *redis.Cmd {
-	return RwlockStatusScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockStatusScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockStatusResult converts the reply of RwlockStatusCmd to RwlockStatus's typed result.
@@ -96,10 +98,11 @@ func RwlockStatusResult(cmd *redis.Cmd) ([]int64, error) {
 	return luart.Convert(RwlockStatusScript, v, err, convRwlockStatus)
 }
 
-func (k RwlockStatusKeys) keys() []string {
-	return []string{k.Lock}
-}
-
-func (a RwlockStatusArgs) args() []any {
-	return []any{a.Field}
+// params returns the keys and args of one call.
+func (k RwlockStatusKeys) params(a RwlockStatusArgs) ([]string, []any) {
+	p := &struct {
+		keys [1]string
+		args [1]any
+	}{[1]string{k.Lock}, [1]any{a.Field}}
+	return p.keys[:], p.args[:]
 }

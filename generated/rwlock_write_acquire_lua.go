@@ -153,7 +153,8 @@ var RwlockWriteAcquireScript = &luart.Script{
 //
 // Reply (int): 0 when the owner holds the write lock with that count; otherwise the lock's PTTL in ms, at least 1 (-1: no expiry)
 func RwlockWriteAcquire(ctx context.Context, c redis.Scripter, k RwlockWriteAcquireKeys, a RwlockWriteAcquireArgs) (int64, error) {
-	v, err := RwlockWriteAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockWriteAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockWriteAcquireScript, v, err, luart.AsInt)
 }
 
@@ -163,7 +164,8 @@ func RwlockWriteAcquire(ctx context.Context, c redis.Scripter, k RwlockWriteAcqu
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockWriteAcquireCmd(ctx context.Context, c redis.Scripter, k RwlockWriteAcquireKeys, a RwlockWriteAcquireArgs) *redis.Cmd {
-	return RwlockWriteAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockWriteAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockWriteAcquireResult converts the reply of RwlockWriteAcquireCmd to RwlockWriteAcquire's typed result.
@@ -172,10 +174,11 @@ func RwlockWriteAcquireResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(RwlockWriteAcquireScript, v, err, luart.AsInt)
 }
 
-func (k RwlockWriteAcquireKeys) keys() []string {
-	return []string{k.Lock}
-}
-
-func (a RwlockWriteAcquireArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.Holds}
+// params returns the keys and args of one call.
+func (k RwlockWriteAcquireKeys) params(a RwlockWriteAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [1]string
+		args [3]any
+	}{[1]string{k.Lock}, [3]any{a.LeaseMS, a.Field, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -178,7 +178,8 @@ var convRwlockWriteRelease = luart.Nullable(luart.AsInt)
 //
 // Reply (int?): nil when the owner held no write hold; 0 when write holds remain; 1 when the write lock was released
 func RwlockWriteRelease(ctx context.Context, c redis.Scripter, k RwlockWriteReleaseKeys, a RwlockWriteReleaseArgs) (*int64, error) {
-	v, err := RwlockWriteReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := RwlockWriteReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(RwlockWriteReleaseScript, v, err, convRwlockWriteRelease)
 }
 
@@ -188,7 +189,8 @@ func RwlockWriteRelease(ctx context.Context, c redis.Scripter, k RwlockWriteRele
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func RwlockWriteReleaseCmd(ctx context.Context, c redis.Scripter, k RwlockWriteReleaseKeys, a RwlockWriteReleaseArgs) *redis.Cmd {
-	return RwlockWriteReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return RwlockWriteReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // RwlockWriteReleaseResult converts the reply of RwlockWriteReleaseCmd to RwlockWriteRelease's typed result.
@@ -197,10 +199,11 @@ func RwlockWriteReleaseResult(cmd *redis.Cmd) (*int64, error) {
 	return luart.Convert(RwlockWriteReleaseScript, v, err, convRwlockWriteRelease)
 }
 
-func (k RwlockWriteReleaseKeys) keys() []string {
-	return []string{k.Lock, k.Channel, k.Latch}
-}
-
-func (a RwlockWriteReleaseArgs) args() []any {
-	return []any{a.LeaseMS, a.Field, a.LatchMS, a.Publish, a.Holds}
+// params returns the keys and args of one call.
+func (k RwlockWriteReleaseKeys) params(a RwlockWriteReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [5]any
+	}{[3]string{k.Lock, k.Channel, k.Latch}, [5]any{a.LeaseMS, a.Field, a.LatchMS, a.Publish, a.Holds}}
+	return p.keys[:], p.args[:]
 }

@@ -192,7 +192,8 @@ var SemaphoreAcquireScript = &luart.Script{
 //
 // Reply (int): 1 when the permits were taken; when refused (fewer than permits available, or the rest claimed; nothing taken), 2 when this caller holds the claim after the refusal, else 0
 func SemaphoreAcquire(ctx context.Context, c redis.Scripter, k SemaphoreAcquireKeys, a SemaphoreAcquireArgs) (int64, error) {
-	v, err := SemaphoreAcquireScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreAcquireScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
@@ -202,7 +203,8 @@ func SemaphoreAcquire(ctx context.Context, c redis.Scripter, k SemaphoreAcquireK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreAcquireCmd(ctx context.Context, c redis.Scripter, k SemaphoreAcquireKeys, a SemaphoreAcquireArgs) *redis.Cmd {
-	return SemaphoreAcquireScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreAcquireScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreAcquireResult converts the reply of SemaphoreAcquireCmd to SemaphoreAcquire's typed result.
@@ -211,10 +213,11 @@ func SemaphoreAcquireResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreAcquireScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreAcquireKeys) keys() []string {
-	return []string{k.Sem, k.Request, k.Claim}
-}
-
-func (a SemaphoreAcquireArgs) args() []any {
-	return []any{a.Permits, a.LatchMS, a.Waiter, a.ClaimMS}
+// params returns the keys and args of one call.
+func (k SemaphoreAcquireKeys) params(a SemaphoreAcquireArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [4]any
+	}{[3]string{k.Sem, k.Request, k.Claim}, [4]any{a.Permits, a.LatchMS, a.Waiter, a.ClaimMS}}
+	return p.keys[:], p.args[:]
 }

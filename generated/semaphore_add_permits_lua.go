@@ -137,7 +137,8 @@ var SemaphoreAddPermitsScript = &luart.Script{
 //
 // Reply (int): the available permits after the change
 func SemaphoreAddPermits(ctx context.Context, c redis.Scripter, k SemaphoreAddPermitsKeys, a SemaphoreAddPermitsArgs) (int64, error) {
-	v, err := SemaphoreAddPermitsScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreAddPermitsScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreAddPermitsScript, v, err, luart.AsInt)
 }
 
@@ -147,7 +148,8 @@ func SemaphoreAddPermits(ctx context.Context, c redis.Scripter, k SemaphoreAddPe
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreAddPermitsCmd(ctx context.Context, c redis.Scripter, k SemaphoreAddPermitsKeys, a SemaphoreAddPermitsArgs) *redis.Cmd {
-	return SemaphoreAddPermitsScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreAddPermitsScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreAddPermitsResult converts the reply of SemaphoreAddPermitsCmd to SemaphoreAddPermits's typed result.
@@ -156,10 +158,11 @@ func SemaphoreAddPermitsResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreAddPermitsScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreAddPermitsKeys) keys() []string {
-	return []string{k.Sem, k.Channel, k.Request}
-}
-
-func (a SemaphoreAddPermitsArgs) args() []any {
-	return []any{a.Delta, a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k SemaphoreAddPermitsKeys) params(a SemaphoreAddPermitsArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [3]any
+	}{[3]string{k.Sem, k.Channel, k.Request}, [3]any{a.Delta, a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -59,7 +59,8 @@ var SemaphoreAvailableScript = &luart.Script{
 //
 // Reply (int): the available permits; 0 when N is missing; may be negative
 func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys, a SemaphoreAvailableArgs) (int64, error) {
-	v, err := SemaphoreAvailableScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreAvailableScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreAvailableScript, v, err, luart.AsInt)
 }
 
@@ -69,7 +70,8 @@ func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvaila
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys, a SemaphoreAvailableArgs) *redis.Cmd {
-	return SemaphoreAvailableScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreAvailableScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreAvailableResult converts the reply of SemaphoreAvailableCmd to SemaphoreAvailable's typed result.
@@ -77,11 +79,15 @@ func SemaphoreAvailableResult(cmd *redis.Cmd) (int64, error) {
 	v, err := cmd.Result()
 	return luart.Convert(SemaphoreAvailableScript, v, err, luart.AsInt)
 }
-
 func (k SemaphoreAvailableKeys) keys() []string {
 	return []string{k.Sem}
 }
 
 func (a SemaphoreAvailableArgs) args() []any {
 	return nil
+}
+
+// params returns the keys and args of one call.
+func (k SemaphoreAvailableKeys) params(a SemaphoreAvailableArgs) ([]string, []any) {
+	return k.keys(), a.args()
 }

@@ -97,7 +97,8 @@ var SemaphoreDrainScript = &luart.Script{
 //
 // Reply (int): the permits drained (the old value; 0 when N was missing)
 func SemaphoreDrain(ctx context.Context, c redis.Scripter, k SemaphoreDrainKeys, a SemaphoreDrainArgs) (int64, error) {
-	v, err := SemaphoreDrainScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreDrainScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreDrainScript, v, err, luart.AsInt)
 }
 
@@ -107,7 +108,8 @@ func SemaphoreDrain(ctx context.Context, c redis.Scripter, k SemaphoreDrainKeys,
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreDrainCmd(ctx context.Context, c redis.Scripter, k SemaphoreDrainKeys, a SemaphoreDrainArgs) *redis.Cmd {
-	return SemaphoreDrainScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreDrainScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreDrainResult converts the reply of SemaphoreDrainCmd to SemaphoreDrain's typed result.
@@ -116,10 +118,11 @@ func SemaphoreDrainResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreDrainScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreDrainKeys) keys() []string {
-	return []string{k.Sem, k.Request}
-}
-
-func (a SemaphoreDrainArgs) args() []any {
-	return []any{a.LatchMS}
+// params returns the keys and args of one call.
+func (k SemaphoreDrainKeys) params(a SemaphoreDrainArgs) ([]string, []any) {
+	p := &struct {
+		keys [2]string
+		args [1]any
+	}{[2]string{k.Sem, k.Request}, [1]any{a.LatchMS}}
+	return p.keys[:], p.args[:]
 }

@@ -130,7 +130,8 @@ var SemaphoreReleaseScript = &luart.Script{
 //
 // Reply (int): the available permits after the release
 func SemaphoreRelease(ctx context.Context, c redis.Scripter, k SemaphoreReleaseKeys, a SemaphoreReleaseArgs) (int64, error) {
-	v, err := SemaphoreReleaseScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreReleaseScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
@@ -140,7 +141,8 @@ func SemaphoreRelease(ctx context.Context, c redis.Scripter, k SemaphoreReleaseK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreReleaseCmd(ctx context.Context, c redis.Scripter, k SemaphoreReleaseKeys, a SemaphoreReleaseArgs) *redis.Cmd {
-	return SemaphoreReleaseScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreReleaseScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreReleaseResult converts the reply of SemaphoreReleaseCmd to SemaphoreRelease's typed result.
@@ -149,10 +151,11 @@ func SemaphoreReleaseResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreReleaseScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreReleaseKeys) keys() []string {
-	return []string{k.Sem, k.Channel, k.Request}
-}
-
-func (a SemaphoreReleaseArgs) args() []any {
-	return []any{a.Permits, a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k SemaphoreReleaseKeys) params(a SemaphoreReleaseArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [3]any
+	}{[3]string{k.Sem, k.Channel, k.Request}, [3]any{a.Permits, a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -146,7 +146,8 @@ var SemaphoreTrySetPermitsScript = &luart.Script{
 //
 // Reply (int): 1 when the permits were set; 0 when N existed already
 func SemaphoreTrySetPermits(ctx context.Context, c redis.Scripter, k SemaphoreTrySetPermitsKeys, a SemaphoreTrySetPermitsArgs) (int64, error) {
-	v, err := SemaphoreTrySetPermitsScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreTrySetPermitsScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreTrySetPermitsScript, v, err, luart.AsInt)
 }
 
@@ -156,7 +157,8 @@ func SemaphoreTrySetPermits(ctx context.Context, c redis.Scripter, k SemaphoreTr
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreTrySetPermitsCmd(ctx context.Context, c redis.Scripter, k SemaphoreTrySetPermitsKeys, a SemaphoreTrySetPermitsArgs) *redis.Cmd {
-	return SemaphoreTrySetPermitsScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreTrySetPermitsScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreTrySetPermitsResult converts the reply of SemaphoreTrySetPermitsCmd to SemaphoreTrySetPermits's typed result.
@@ -165,10 +167,11 @@ func SemaphoreTrySetPermitsResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreTrySetPermitsScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreTrySetPermitsKeys) keys() []string {
-	return []string{k.Sem, k.Channel, k.Request}
-}
-
-func (a SemaphoreTrySetPermitsArgs) args() []any {
-	return []any{a.Permits, a.TTLMS, a.LatchMS, a.Publish}
+// params returns the keys and args of one call.
+func (k SemaphoreTrySetPermitsKeys) params(a SemaphoreTrySetPermitsArgs) ([]string, []any) {
+	p := &struct {
+		keys [3]string
+		args [4]any
+	}{[3]string{k.Sem, k.Channel, k.Request}, [4]any{a.Permits, a.TTLMS, a.LatchMS, a.Publish}}
+	return p.keys[:], p.args[:]
 }

@@ -83,7 +83,8 @@ var SemaphoreUnclaimScript = &luart.Script{
 //
 // Reply (int): 1 when the waiter's claim was deleted; 0 when it had none
 func SemaphoreUnclaim(ctx context.Context, c redis.Scripter, k SemaphoreUnclaimKeys, a SemaphoreUnclaimArgs) (int64, error) {
-	v, err := SemaphoreUnclaimScript.Run(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	v, err := SemaphoreUnclaimScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreUnclaimScript, v, err, luart.AsInt)
 }
 
@@ -93,7 +94,8 @@ func SemaphoreUnclaim(ctx context.Context, c redis.Scripter, k SemaphoreUnclaimK
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
 func SemaphoreUnclaimCmd(ctx context.Context, c redis.Scripter, k SemaphoreUnclaimKeys, a SemaphoreUnclaimArgs) *redis.Cmd {
-	return SemaphoreUnclaimScript.Cmd(ctx, c, k.keys(), a.args()...)
+	keys, args := k.params(a)
+	return SemaphoreUnclaimScript.Cmd(ctx, c, keys, args...)
 }
 
 // SemaphoreUnclaimResult converts the reply of SemaphoreUnclaimCmd to SemaphoreUnclaim's typed result.
@@ -102,10 +104,11 @@ func SemaphoreUnclaimResult(cmd *redis.Cmd) (int64, error) {
 	return luart.Convert(SemaphoreUnclaimScript, v, err, luart.AsInt)
 }
 
-func (k SemaphoreUnclaimKeys) keys() []string {
-	return []string{k.Claim}
-}
-
-func (a SemaphoreUnclaimArgs) args() []any {
-	return []any{a.Waiter}
+// params returns the keys and args of one call.
+func (k SemaphoreUnclaimKeys) params(a SemaphoreUnclaimArgs) ([]string, []any) {
+	p := &struct {
+		keys [1]string
+		args [1]any
+	}{[1]string{k.Claim}, [1]any{a.Waiter}}
+	return p.keys[:], p.args[:]
 }
