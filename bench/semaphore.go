@@ -54,3 +54,8 @@ func (m semMutex) tryLock(ctx context.Context) (bool, error) {
 func (m semMutex) unlock(ctx context.Context) error { return m.s.Release(ctx, 1) }
 func (m semMutex) renew(context.Context) error      { return errNoRenew }
 func (m semMutex) lost() bool                       { return false }
+
+// newProbe is the semaphore itself: the probe must take a permit of the
+// same semaphore (the embedded lualockInst's would take a plain lock on the
+// semaphore's key, which Redis refuses with WRONGTYPE).
+func (i *lualockSemInst) newProbe(key string) mutex { return i.newMutex(key) }
