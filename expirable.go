@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,9 +57,9 @@ func (c *Client) NewPermitExpirableSemaphore(name string) *PermitExpirableSemaph
 	return &PermitExpirableSemaphore{
 		c:        c,
 		name:     name,
-		timeouts: sfx(name, "timeout"),
-		channel:  keys.Tag(semChanPrefix, name),
-		claim:    keys.Tag(claimPrefix, name),
+		timeouts: keys.Suffix(name, "timeout"),
+		channel:  keys.Tag(keys.SemaphoreChannelPrefix, name),
+		claim:    keys.Tag(keys.ClaimPrefix, name),
 		invalid:  CheckName(name),
 	}
 }
@@ -253,7 +252,7 @@ func init() {
 				k := make([]string, 0, 3*len(names))
 				a := make([][]byte, len(ids))
 				for i, n := range names {
-					k = append(k, n, sfx(n, "timeout"), keys.Tag(semChanPrefix, n))
+					k = append(k, n, keys.Suffix(n, "timeout"), keys.Tag(keys.SemaphoreChannelPrefix, n))
 					a[i] = []byte(ids[i])
 				}
 				return generated.ExpirableSemaphoreRenewCmd(ctx, p, generated.ExpirableSemaphoreRenewKeys{Permits: k},
@@ -379,13 +378,4 @@ func (p *Permit) Release(ctx context.Context) error {
 		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
 	}
 	return wrapErr(verbRelease, s.name, err)
-}
-
-// sfx is Redisson's suffix builder: name:suffix when name carries a brace,
-// else {name}:suffix, so that the key shares name's cluster slot.
-func sfx(name, suffix string) string {
-	if strings.Contains(name, "{") {
-		return name + ":" + suffix
-	}
-	return "{" + name + "}:" + suffix
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // CountDownLatch is a handle on Redisson's RCountDownLatch: a count under
@@ -34,7 +35,7 @@ type CountDownLatch struct {
 // Redis. A bad name (see CheckName), or on a *redis.ClusterClient a name
 // with a brace, makes every call return ErrInvalid.
 func (c *Client) NewCountDownLatch(name string) *CountDownLatch {
-	l := &CountDownLatch{c: c, name: name, channel: latchChannelP + "{" + name + "}", invalid: CheckName(name)}
+	l := &CountDownLatch{c: c, name: name, channel: keys.LatchChannelPrefix + "{" + name + "}", invalid: CheckName(name)}
 	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && l.invalid == nil && strings.ContainsAny(name, "{}") {
 		l.invalid = fmt.Errorf("%w: latch name %q has a brace: on a cluster Redisson's latch channel would fall in another slot (CROSSSLOT)", ErrInvalid, name)
 	}

@@ -46,8 +46,8 @@ func (c *Client) NewSemaphore(name string) *Semaphore {
 	return &Semaphore{
 		c:       c,
 		name:    name,
-		channel: keys.Tag(semChanPrefix, name),
-		claim:   keys.Tag(claimPrefix, name),
+		channel: keys.Tag(keys.SemaphoreChannelPrefix, name),
+		claim:   keys.Tag(keys.ClaimPrefix, name),
 		invalid: CheckName(name),
 	}
 }

@@ -48,22 +48,13 @@ const (
 	claimPolls = 3
 )
 
-// Prefixes of the keys only lualock uses (PROTOCOL-FAMILY: Redisson's
-// clients never read them).
-const (
-	requestPrefix = "lualock_request"
-	claimPrefix   = "lualock_semaphore_claim"
-	semChanPrefix = "redisson_sc"
-	latchChannelP = "redisson_countdownlatch__channel__"
-)
-
 // newRequest returns a new request latch key of name: the request id is
 // 32 hex characters, as Redisson's.
 func newRequest(name string) (key, id string) {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	id = hex.EncodeToString(b[:])
-	return keys.Tag(requestPrefix, name) + ":" + id, id
+	return keys.Tag(keys.RequestPrefix, name) + ":" + id, id
 }
 
 // dropLatch has the sweeper delete the request latch req once its call

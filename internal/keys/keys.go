@@ -28,6 +28,16 @@ const (
 	TokenPrefix  = "redisson_lock_token" // the fenced lock's token counter
 )
 
+// The semaphores and the count-down latch (PROTOCOL-FAMILY.md sections 4
+// to 6): Redisson's channels, and the keys only lualock uses (Redisson's
+// clients never read them).
+const (
+	SemaphoreChannelPrefix = "redisson_sc"
+	LatchChannelPrefix     = "redisson_countdownlatch__channel__"
+	RequestPrefix          = "lualock_request"
+	ClaimPrefix            = "lualock_semaphore_claim"
+)
+
 // RWTimeoutPrefix is the prefix P of a read-write lock's read hold timeout
 // keys, P:C:H:rwlock_timeout:i: {name}, or name itself when it has a hash
 // tag, so that they share the lock's slot.
@@ -37,6 +47,11 @@ func RWTimeoutPrefix(name string) string {
 	}
 	return "{" + name + "}"
 }
+
+// Suffix is Redisson's suffixName: name's key with suffix, in name's slot
+// (RWTimeoutPrefix(name) + ":" + suffix), as the permit-expirable
+// semaphore's timeout set.
+func Suffix(name, suffix string) string { return RWTimeoutPrefix(name) + ":" + suffix }
 
 // Lock is the keys of one lock name: the reentrant lock uses Name, Channel
 // and LatchPrefix; the fair lock adds Queue and Timeouts.
