@@ -15,15 +15,6 @@ import (
 
 // ---- inspection ------------------------------------------------------------
 
-func hash(t *testing.T, rdb redis.UniversalClient, key string) map[string]string {
-	t.Helper()
-	m, err := rdb.HGetAll(context.Background(), key).Result()
-	if err != nil {
-		t.Fatalf("HGETALL %s: %v", key, err)
-	}
-	return m
-}
-
 func mapEq[V comparable](a, b map[string]V) bool {
 	if len(a) != len(b) {
 		return false
@@ -75,15 +66,6 @@ func get(t *testing.T, rdb redis.UniversalClient, key string) (string, bool) {
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	return v, true
-}
-
-func exists(t *testing.T, rdb redis.UniversalClient, key string) bool {
-	t.Helper()
-	n, err := rdb.Exists(context.Background(), key).Result()
-	if err != nil {
-		t.Fatalf("EXISTS %s: %v", key, err)
-	}
-	return n == 1
 }
 
 // wantLatch checks the latch's value and that it expires within latch_ms.
