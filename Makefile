@@ -25,7 +25,7 @@ STATICCHECK  = $$(cd tools && $(GO) tool -n staticcheck)
 # Tracked and new (not ignored) Go files that exist on disk, for gofmt.
 GOFILES = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
 
-.PHONY: help test test-short generate check redis
+.PHONY: help test test-short load generate check redis
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -61,6 +61,16 @@ SHORTFLAGS ?= -short -parallel 8
 
 test-short: ## the quick loop (~2.5-3.5 min on 2 cores): every test with -race, scale tests at smaller sizes, 8 in parallel
 	$(call run_tests,$(GOTESTFLAGS) $(SHORTFLAGS))
+
+# make load [LOAD_RUNS=N] [LOAD_CMD='...']: LOAD_CMD (make test-short) up to
+# LOAD_RUNS times in a row (1), stopping at the first failure, while two busy
+# loops keep both cores of a 2-core machine loaded; the loops end with the
+# runs, by their pids, and by themselves after LOAD_LIMIT seconds at most.
+LOAD_RUNS  ?= 1
+LOAD_LIMIT ?= 3600
+LOAD_CMD   ?= $(MAKE) test-short
+load: ## run LOAD_CMD (default make test-short) LOAD_RUNS times under two busy loops (scripts/load.sh)
+	scripts/load.sh -l 2 -r $(LOAD_RUNS) -t $(LOAD_LIMIT) -- $(LOAD_CMD)
 
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
