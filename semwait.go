@@ -21,21 +21,6 @@ import (
 // waiter that holds the anti-starvation claim, its refresh period), and
 // Client.waitFor runs the engine's loop over it.
 
-// Operations named by the errors of the semaphores and the latch.
-const (
-	verbAcquire    = "acquire"
-	verbRelease    = "release"
-	verbSetPermits = "set permits"
-	verbAddPermits = "add permits"
-	verbDrain      = "drain permits"
-	verbAvailable  = "available permits"
-	verbExtend     = "extend permit"
-	verbSetCount   = "set count"
-	verbCountDown  = "count down"
-	verbCount      = "count"
-	verbAwait      = "await"
-)
-
 const (
 	// claimRefresh is how often, at most, the semaphore waiter that holds
 	// the claim (its last refusal said so) attempts again without a
