@@ -13,8 +13,8 @@ import (
 	"github.com/lualock/lualock/internal/keys"
 )
 
-// The waiting and calling of the semaphores and the count-down latch
-// (issue 15). They have no owner field, hold count or hold, so they are
+// The waiting and calling of the semaphores and the count-down latch.
+// They have no owner field, hold count or hold, so they are
 // not *Lock handles: each call hands the acquisition engine (engine.go) a
 // waitable (one attempt, its channel, whether a message wakes every local
 // waiter, its timer bounds, its give-up clean-up and, for a semaphore
