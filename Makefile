@@ -75,9 +75,10 @@ load: ## run LOAD_CMD (default make test-short) LOAD_RUNS times under two busy l
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
 
-check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module)
+check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module), no path or issue reference outside the repository
 	$(LUAGEN) check
 	$(LUAGEN) lint
+	$(GO) test -count=1 -run 'TestRepository_standsAlone' ./docs/
 	@files="$$(gofmt -l $(GOFILES) </dev/null)"; \
 	if [ -n "$$files" ]; then \
 		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
