@@ -23,6 +23,7 @@ type Canary struct {
 	rdb    redis.UniversalClient
 	stop   chan struct{}
 	done   chan struct{}
+	once   sync.Once
 	mu     sync.Mutex
 	late   time.Duration
 	rtt    time.Duration
@@ -33,11 +34,15 @@ type Canary struct {
 func StartCanary(t testing.TB, period time.Duration, rdb redis.UniversalClient) *Canary {
 	c := &Canary{period: period, rdb: rdb, stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
-	t.Cleanup(func() {
-		close(c.stop)
-		<-c.done
-	})
+	t.Cleanup(c.Stop)
 	return c
+}
+
+// Stop stops the canary (at the latest when the test ends); its measures
+// stay.
+func (c *Canary) Stop() {
+	c.once.Do(func() { close(c.stop) })
+	<-c.done
 }
 
 func (c *Canary) run() {
