@@ -175,6 +175,12 @@ func testEndedContextUnconfirmed(t *testing.T, b backends.Backend, rdb redis.Uni
 // Unlock returns ErrNotHeld (as Options.UnlockLatch says), not
 // ErrLockLost, and the hold's Context ends with ErrNotHeld. The same when
 // a renewal finds the lock gone before the second Unlock.
+//
+// That renewal lands within a renewal period after the release ran, with
+// two periods of the lease left (less the loss margin). With a 600ms
+// lease that was under 400ms, and on a loaded machine the watchdog's
+// Expired came first now and then (a loss, by the client's clock, which
+// is what expiry reports during a release): the lease is 3s.
 func testResentPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	for _, kind := range lockKinds {
 		for _, renewFirst := range []bool{false, true} {
@@ -182,8 +188,9 @@ func testResentPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalCl
 				ctx := t.Context()
 				lose := &backends.LoseReplies{SHA: kind.release}
 				o := lualock.Options{UnlockLatch: 100 * time.Millisecond}
+				const lease = 3 * time.Second
 				if renewFirst {
-					o.WatchdogLease = 600 * time.Millisecond // renewed every 200ms
+					o.WatchdogLease = lease // renewed every second
 				}
 				c := backends.NewClient(t, backends.Hooked(t, rdb, lose), o)
 				name := backends.UniqueName(t)
@@ -201,7 +208,7 @@ func testResentPastLatch(t *testing.T, b backends.Backend, rdb redis.UniversalCl
 				// Past the latch: the lock and the latch are gone.
 				backends.WaitFor(t, "condition", 2*time.Second, func() bool { return len(backends.KeysLeft(t, rdb, name, true)) == 0 })
 				if renewFirst {
-					backends.WaitDone(t, hold, 2*time.Second, "renewal finding the lock gone")
+					backends.WaitDone(t, hold, 2*lease, "renewal finding the lock gone")
 				}
 				err = l.Unlock(ctx)
 				if !errors.Is(err, lualock.ErrNotHeld) || errors.Is(err, lualock.ErrLockLost) {
