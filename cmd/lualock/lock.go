@@ -118,7 +118,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(a.name); err != nil {
 		return usagef(stderr, "lock: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, resolved, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "lock: bad -addr: %v", err)
 	}
@@ -144,11 +144,14 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a.wait.set {
 		deadline = begin.Add(a.wait.d)
 	}
-	connectBy := deadline
-	if a.wait.set && a.wait.d == 0 {
-		connectBy = time.Time{} // one attempt: bounded by connectTimeout alone
+	// The first contact with Redis is tried again, so that a blip does not
+	// fail a cron job: within -wait, else (-n, or no -wait) for up to
+	// connectTimeout.
+	connectBy, retryBy := deadline, deadline
+	if !a.wait.set || a.wait.d == 0 {
+		connectBy, retryBy = time.Time{}, begin.Add(connectTimeout)
 	}
-	rdb, err := connect(ctx, opts, connectBy)
+	rdb, err := connect(ctx, opts, connectBy, retryBy)
 	if errors.Is(err, errWaitOver) {
 		return errorf(stderr, exitError, "Redis at %s did not answer within -wait %v: lock %s not obtained", where(opts), a.wait.d, a.name)
 	}
@@ -160,10 +163,12 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
+	// What the supervisor needs to give the hold back should lualock die.
+	ho := handover{Addr: resolved, PubSub: copts.PubSub, FairWait: copts.FairWait, Kind: kindOf(&a), Name: a.name, Client: client.ID()}
 	if a.permits > 0 {
 		defer rdb.Close()
 		defer client.Close()
-		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, stdin, stdout, stderr)
+		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, ho, stdin, stdout, stderr)
 	}
 	lock, token := newKindLock(client, &a)
 	// From here on the signals are ours: they stop the wait, or go to the
@@ -206,6 +211,8 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		release(lock, a.name, stderr)
 		return errorf(stderr, code, "%v", err)
 	}
+	ho.Field = lock.Field()
+	sup.send(handoverLine(ho))
 	return supervise(sup, func() error { return release(lock, a.name, stderr) }, hold, &a, sigs, stderr)
 }
 

@@ -425,8 +425,8 @@ func TestWaitNotObtained(t *testing.T) {
 	}
 }
 
-// A holder killed with SIGKILL releases nothing: the next process gets the
-// lock when the lease runs out.
+// A holder killed with SIGKILL together with its supervisor releases
+// nothing: the next process gets the lock when the lease runs out.
 func TestExpiryAfterHolderDies(t *testing.T) {
 	s := newServer(t)
 	for _, tc := range []struct {
@@ -440,13 +440,12 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := lockName(t)
-			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sleep", "30")
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30`, "sh", pidFile)
 			holder := s.start(t, tc.env, args...)
-			s.waitLocked(t, name)
+			cmdPID := readPIDs(t, pidFile)[0]
 			time.Sleep(300 * time.Millisecond) // the watchdog has renewed at least once
-			if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			killHolderAndSupervisor(t, holder, cmdPID)
 			killed := time.Now()
 			if code := holder.wait(t, 5*time.Second); code != 128+9 {
 				t.Fatalf("holder exit %d, want %d", code, 128+9)

@@ -24,7 +24,7 @@ const envPermit = "LUALOCK_PERMIT"
 // this one comes back when its lease runs out unrenewed. The permits are
 // shared with Redisson's RPermitExpirableSemaphore (4.x) of the same name
 // and counted with its RSemaphore.
-func runPermit(ctx context.Context, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, stdin io.Reader, stdout, stderr io.Writer) int {
+func runPermit(ctx context.Context, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, ho handover, stdin io.Reader, stdout, stderr io.Writer) int {
 	sem := client.NewPermitExpirableSemaphore(a.name)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
@@ -126,5 +126,7 @@ wait:
 		_ = releasePermit()
 		return errorf(stderr, code, "%v", err)
 	}
+	ho.Permit = permit.ID()
+	sup.send(handoverLine(ho))
 	return supervise(sup, releasePermit, permit.Context(), a, sigs, stderr)
 }

@@ -66,13 +66,13 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(name); err != nil {
 		return usagef(stderr, "status: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, _, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "status: bad -addr: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts, time.Time{})
+	rdb, err := connect(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}

@@ -1,0 +1,87 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// kill -9 of lualock while a second lualock lock waits: the supervisor
+// kills the command and gives the hold back, and the second command starts
+// at once. The holder's lease is 60s, so only the release can explain a
+// start within 30s of the kill; the second command also checks that the
+// first one's process is gone when it starts.
+func TestKill9HandsOver(t *testing.T) {
+	s := newServer(t)
+	for _, tc := range []struct {
+		kind         string
+		first, after []string // the flags of the holder and of the waiter
+	}{
+		{"reentrant", nil, nil},
+		{"fair", []string{"-fair"}, []string{"-fair"}},
+		{"read", []string{"-read"}, []string{"-write"}},
+		{"write", []string{"-write"}, []string{"-read"}},
+		{"fenced", []string{"-fenced"}, []string{"-fenced"}},
+		{"semaphore", []string{"-semaphore", "1"}, []string{"-semaphore", "1"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := lockName(t)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			env := []string{"LUALOCK_WATCHDOG_LEASE=60s"}
+			args := append(append([]string{"lock"}, tc.first...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 120`, "sh", pidFile)
+			holder := s.start(t, env, args...)
+			cmdPID := readPIDs(t, pidFile)[0]
+
+			check := `if kill -0 "$1" 2>/dev/null; then echo "overlap: $1 alive"; fi; echo started`
+			args = append(append([]string{"lock", "-wait", "50s"}, tc.after...), name, "--", "sh", "-c", check, "sh", strconv.Itoa(cmdPID))
+			next := s.start(t, env, args...)
+			// It waits: it said so (a permit's waiter says so after 1s).
+			waitFor(t, "the second lualock waiting", 10*time.Second, func() bool {
+				return strings.Contains(next.stderr.String(), "waiting")
+			})
+			if err := holder.cmd.Process.Kill(); err != nil { // lualock's pid only
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			if code := next.wait(t, 30*time.Second); code != 0 {
+				t.Fatalf("second lualock: exit %d: %s", code, next.stderr.String())
+			}
+			t.Logf("the second command started %v after kill -9 of the holder (lease 60s)", time.Since(killed).Round(time.Millisecond))
+			if out := next.stdout.String(); out != "started\n" {
+				t.Errorf("second command printed %q, want %q", out, "started\n")
+			}
+			if got := holder.stderr.String(); got != "" {
+				t.Errorf("the supervisor said %q, want nothing", got)
+			}
+			if s.exists(t, name) && tc.kind != "semaphore" {
+				t.Errorf("lock %s still exists after both commands ended", name)
+			}
+		})
+	}
+}
+
+// killHolderAndSupervisor kills lualock and its supervisor (the parent of
+// the command cmdPID) with SIGKILL, stopping the supervisor first so that it
+// never sees lualock die: nothing is left to give the hold back.
+func killHolderAndSupervisor(t *testing.T, holder *proc, cmdPID int) {
+	t.Helper()
+	sup := ppid(t, cmdPID)
+	if sup == os.Getpid() || sup <= 1 || sup == holder.cmd.Process.Pid {
+		t.Fatalf("supervisor pid %d", sup)
+	}
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
