@@ -3,10 +3,14 @@
 package main
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -83,5 +87,82 @@ func killHolderAndSupervisor(t *testing.T, holder *proc, cmdPID int) {
 	}
 	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blipServer is a loopback listener in front of target that closes the
+// first drop connections at once (the client reads EOF) and forwards the
+// later ones. It returns its address and a count of the connections it
+// accepted; everything stops when the test ends.
+func blipServer(t *testing.T, target string, drop int) (string, *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if int(accepted.Add(1)) <= drop {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String(), &accepted
+}
+
+// A blip at lualock's first contact with Redis (the connection closed
+// before any answer, twice) does not fail lualock lock: it tries again
+// within -wait, or within 5s with -n or without -wait.
+func TestFirstContactRetried(t *testing.T) {
+	s := newServer(t)
+	for _, flags := range [][]string{{"-n"}, {"-wait", "10s"}, nil} {
+		addr, accepted := blipServer(t, s.addr, 2)
+		args := append(append([]string{"lock", "-addr", addr}, flags...), lockName(t), "--", "echo", "ran")
+		p, code := s.run(t, nil, args...)
+		if code != 0 || p.stdout.String() != "ran\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the command run", flags, code, p.stdout.String(), p.stderr.String())
+		}
+		if n := accepted.Load(); n < 3 {
+			t.Errorf("%v: %d connections, want the 2 dropped ones and more", flags, n)
+		}
+	}
+	// status keeps failing at once: one attempt.
+	addr, accepted := blipServer(t, s.addr, 1)
+	if p, code := s.run(t, nil, "status", "-addr", addr, lockName(t)); code != exitError || !strings.Contains(p.stderr.String(), "cannot reach Redis at "+addr) {
+		t.Errorf("status through a blip: exit %d, stderr %q; want %d", code, p.stderr.String(), exitError)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("status: %d connections, want 1", n)
 	}
 }

@@ -762,7 +762,8 @@ func TestUnreachable(t *testing.T) {
 	l.Close() // nothing listens there now
 	var stdout, stderr bytes.Buffer
 	for _, args := range [][]string{
-		{"lock", "-addr", addr, "x", "--", "true"},
+		// lock tries again within -wait (else 5s) before it gives up.
+		{"lock", "-addr", addr, "-wait", "300ms", "x", "--", "true"},
 		{"status", "-addr", "redis://" + addr + "/0", "x"},
 		{"unlock", "-force", "-addr", addr, "x"},
 	} {
