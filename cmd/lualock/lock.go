@@ -75,7 +75,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.write, "write", false, "take the write lock of a read-write lock, Redisson's RReadWriteLock")
 	fs.BoolVar(&a.fenced, "fenced", false, "take a fenced lock, Redisson's RFencedLock: the command gets its token in $"+envToken)
 	fs.IntVar(&a.permits, "semaphore", 0, "take one permit of the permit-expirable semaphore NAME (Redisson's RPermitExpirableSemaphore), setting it to `N` permits if it does not exist; the permit is renewed like a lock, and comes back when lualock dies")
-	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
+	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting, nor when the lock is not obtained; errors are still said")
 	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
 	flagArgs := args
@@ -248,7 +248,7 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 	}()
 	var told *waitNotice
 	if !a.quiet {
-		told = startWaitNotice(rdb, client, lock, a.name, a.fair, stderr)
+		told = startWaitNotice(rdb, client, lock, a, stderr)
 		defer told.stop()
 	}
 	var sig os.Signal
@@ -274,6 +274,8 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 				return -1, false
 			case errors.Is(err, lualock.ErrUnavailable) || (wait == 0 && errors.Is(err, context.DeadlineExceeded)):
 				return errorf(stderr, exitError, "Redis did not answer within -wait %v: lock %s not obtained (%v)", a.wait.d, a.name, clean(err)), true
+			case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
+				return a.notObtained, false // as flock -n: the status says it
 			case errors.Is(err, lualock.ErrNotObtained):
 				detail := "" // Redis errors met while waiting
 				if i := strings.Index(err.Error(), " (last error: "); i >= 0 {

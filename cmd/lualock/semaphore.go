@@ -95,6 +95,8 @@ wait:
 			_ = releasePermit()
 		}
 		return errorf(stderr, 128+signum(sig), "%v while waiting for a permit of semaphore %s", sig, a.name)
+	case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
+		return a.notObtained // as flock -n: the status says it
 	case errors.Is(err, lualock.ErrNotObtained):
 		detail := ""
 		if i := strings.Index(err.Error(), " (last error: "); i >= 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -137,7 +138,7 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		// read, since the keys depend on the fields.
 		keys := make([]string, len(st.Holders))
 		for i, h := range st.Holders {
-			keys[i] = holderKey(name, h.Field)
+			keys[i] = holderKey(name, recordField(st.Mode, h.Field))
 		}
 		infos, err := mget(ctx, rdb, keys)
 		if err != nil {
@@ -220,4 +221,15 @@ func printStatus(w io.Writer, st *lockStatus) {
 		at := time.UnixMilli(*q.DeadlineMS).UTC().Format("2006-01-02T15:04:05.000Z")
 		fmt.Fprintf(w, "  %d. %s  deadline %s (in %v)\n", i+1, q.ID, at, time.Duration(*q.RemainingMS)*time.Millisecond)
 	}
+}
+
+// recordField is the owner field under which a lualock process keeps the
+// record of the hold in lock hash field f (mode: the read-write lock's mode,
+// or ""): a writer's holds are counted in C:H:write, its record is C:H's.
+// A writer's own read holds (C:H beside C:H:write) share that record.
+func recordField(mode, f string) string {
+	if mode != "" {
+		return strings.TrimSuffix(f, writeSuffix)
+	}
+	return f
 }
