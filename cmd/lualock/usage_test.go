@@ -119,10 +119,10 @@ func TestFlagsDocumented(t *testing.T) {
 }
 
 // synopsis returns the first line of text that starts (after blanks) with
-// "lualock SUB ", or "".
+// "lualock SUB " and names the NAME argument, or "".
 func synopsis(text, sub string) string {
 	for _, line := range strings.Split(text, "\n") {
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, "lualock "+sub+" ") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "lualock "+sub+" ") && strings.Contains(l, " NAME") {
 			return l
 		}
 	}
