@@ -74,14 +74,18 @@ func TestReadWriteWaitingMessages(t *testing.T) {
 }
 
 // status shows the lualock record (pid, command) of every kind's holder,
-// the writer of a read-write lock included.
+// the writer of a read-write lock and a semaphore's permit included.
 func TestStatusRecordsEveryKind(t *testing.T) {
 	s := newServer(t)
-	for _, kind := range []string{"", "-fair", "-read", "-write", "-fenced"} {
+	for _, kind := range []string{"", "-fair", "-read", "-write", "-fenced", "-semaphore"} {
 		name := lockName(t) + kind
 		ready := readyFile(t)
 		args := []string{"lock"}
-		if kind != "" {
+		switch kind {
+		case "":
+		case "-semaphore":
+			args = append(args, kind, "2")
+		default:
 			args = append(args, kind)
 		}
 		holder := s.start(t, nil, append(append(args, name, "--"), append(trapTerm, ready)...)...)
@@ -98,6 +102,14 @@ func TestStatusRecordsEveryKind(t *testing.T) {
 		p, _ := s.run(t, nil, "status", name)
 		if want := "lualock pid " + strconv.Itoa(holder.cmd.Process.Pid) + " on "; !strings.Contains(p.stdout.String(), want) {
 			t.Errorf("%q: status text lacks %q: %q", kind, want, p.stdout.String())
+		}
+		if kind == "-semaphore" {
+			if st.Available == nil || *st.Available != 1 || len(st.Permits) != 1 || *st.Permits[0].RemainingMS <= 0 {
+				t.Errorf("semaphore status %+v: want 1 permit available and 1 taken, with its lease", st)
+			}
+			if want := "semaphore " + name + ": 1 permits available, 1 taken"; !strings.Contains(p.stdout.String(), want) {
+				t.Errorf("status text lacks %q: %q", want, p.stdout.String())
+			}
 		}
 		holder.signal(t, syscall.SIGTERM)
 		holder.wait(t, 10*time.Second)

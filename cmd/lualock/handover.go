@@ -110,6 +110,7 @@ func (h *handover) release(ctx context.Context) error {
 	}
 	defer client.Close()
 	if h.Kind == kindSemaphore {
+		defer rdb.Del(context.WithoutCancel(ctx), holderKey(h.Name, h.Permit))
 		return client.NewPermitExpirableSemaphore(h.Name).ReleaseID(ctx, h.Permit)
 	}
 	a := &lockArgs{name: h.Name, fair: h.Kind == kindFair, read: h.Kind == kindRead, write: h.Kind == kindWrite, fenced: h.Kind == kindFenced}

@@ -43,21 +43,22 @@ type holderWriter struct {
 	once   sync.Once
 }
 
-// startHolderInfo writes the holder key of lock, with lease as its expiry,
-// and, when renew is set (a hold under the watchdog), renews that expiry
-// every third of it until stop or the end of the hold. Failures are
-// ignored: the key only informs.
-func startHolderInfo(rdb redis.UniversalClient, lock *lualock.Lock, command []string, lease time.Duration, renew bool) *holderWriter {
+// startHolderInfo writes the holder key key (holderKey of the lock's name
+// and the hold's owner field, or of the semaphore's name and the permit's
+// id), with lease as its expiry, and, when renew is set (a hold under the
+// watchdog), renews that expiry every third of it until stop or the end of
+// the hold (hold, the hold's context). Failures are ignored: the key only
+// informs.
+func startHolderInfo(rdb redis.UniversalClient, key string, hold context.Context, command []string, lease time.Duration, renew bool) *holderWriter {
 	host, _ := os.Hostname()
 	info := holderInfo{Host: host, PID: os.Getpid(), Command: shellJoin(command), Since: time.Now().UTC().Format(time.RFC3339Nano)}
 	b, _ := json.Marshal(info)
-	w := &holderWriter{rdb: rdb, key: holderKey(lock.Name(), lock.Field()), done: make(chan struct{})}
+	w := &holderWriter{rdb: rdb, key: key, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 	_ = rdb.Set(sctx, w.key, b, lease).Err()
 	scancel()
-	hold := lock.Context()
 	go func() {
 		defer close(w.done)
 		if !renew {

@@ -168,7 +168,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a.permits > 0 {
 		defer rdb.Close()
 		defer client.Close()
-		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, ho, stdin, stdout, stderr)
+		return runPermit(ctx, rdb, client, &a, path, deadline, copts.WatchdogLease, ho, stdin, stdout, stderr)
 	}
 	lock, token := newKindLock(client, &a)
 	// From here on the signals are ours: they stop the wait, or go to the
@@ -195,7 +195,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else if lease == 0 {
 		lease = defaultWatchdogLease
 	}
-	info := startHolderInfo(rdb, lock, a.command, lease, !a.lease.set)
+	info := startHolderInfo(rdb, holderKey(a.name, lock.Field()), hold, a.command, lease, !a.lease.set)
 	defer info.stop()
 
 	env := append(os.Environ(),

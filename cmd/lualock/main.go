@@ -69,11 +69,10 @@ subcommands:
            - when lualock dies, even by SIGKILL, the supervisor kills the
              command and everything it started at once (SIGKILL), then
              releases NAME, so that the next waiter gets it at once; should
-             the supervisor die too, NAME expires with its lease. On Linux
-             the kernel
-             also sends the command SIGKILL if the supervisor dies (a
-             parent-death signal), and lualock kills what a killed
-             supervisor leaves. On other Unix systems the process group
+             the supervisor die too, NAME expires with its lease. On
+             Linux the kernel also sends the command SIGKILL if the
+             supervisor dies (a parent-death signal), and lualock kills
+             what a killed supervisor leaves. On other Unix systems the process group
              stands for "everything it started": a process that leaves it
              (setsid) is not stopped.
            Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to lualock go
@@ -112,8 +111,8 @@ subcommands:
            renewal (a third of the watchdog lease), or with -lease when the
            lease runs out.
   status   print whether NAME is locked, its holders with their hold
-           counts (and, for lualock holders, pid, host, command and since
-           when), the remaining lease and, for a fair lock, the queue of
+           counts (and, for lualock holders of every kind, pid, host,
+           command and since when), the remaining lease and, for a fair lock, the queue of
            waiters with their deadlines. It needs no -fair (accepted, and
            unnecessary): a fair lock's queue is shown whenever there is
            one. Exits 0 whether locked or not. -json prints one object:
@@ -122,7 +121,11 @@ subcommands:
            command, since}}] (lualock absent for other holders), queue [{id,
            deadline_ms, remaining_ms}] (deadline_ms in Unix ms;
            remaining_ms from server_time_ms, the server's TIME),
-           server_time_ms.
+           server_time_ms. For a semaphore (a string key): its available
+           permits and the permits taken, each with its lease left and,
+           for a lualock holder, its record; -json adds available and
+           permits [{id, deadline_ms, remaining_ms}], and holders lists
+           the permits (field: the permit's id).
   unlock   with -force, delete NAME whoever holds it and wake a waiter
            (for a fair lock, the head of its queue: -fair, or found out
            when NAME has a queue).

@@ -305,7 +305,7 @@ func TestStatusText(t *testing.T) {
 	}
 	defer s.rdb.Del(context.Background(), name)
 	p, code = s.run(t, nil, "status", "-json", name)
-	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock") {
+	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock (a hash) nor a semaphore") {
 		t.Errorf("status of a string key: exit %d, stderr %q", code, p.stderr.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,11 @@ type lockStatus struct {
 	// (C:H:write).
 	Mode    string   `json:"mode,omitempty"`
 	Holders []holder `json:"holders"`
+	// Available is a semaphore's count of available permits; absent for a
+	// lock. Its holders are then the permits taken (field: the permit's
+	// id, holds 1), with their deadlines in Permits.
+	Available *int64   `json:"available,omitempty"`
+	Permits   []waiter `json:"permits,omitempty"`
 	// Queue lists the waiters of a fair lock, first first; empty for a
 	// reentrant lock or a fair lock nobody waits for.
 	Queue []waiter `json:"queue"`
@@ -114,8 +120,11 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		now = p.Time(ctx)
 		return nil
 	})
+	if t := typ.Val(); typ.Err() == nil && t == "string" {
+		return readSemaphoreStatus(ctx, rdb, name)
+	}
 	if t := typ.Val(); typ.Err() == nil && t != "hash" && t != "none" {
-		return nil, fmt.Errorf("key %q is a %s, not a lock (a hash)", name, t)
+		return nil, fmt.Errorf("key %q is a %s, not a lock (a hash) nor a semaphore (a string)", name, t)
 	}
 	if err != nil {
 		return nil, err
@@ -176,6 +185,55 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 	return st, nil
 }
 
+// readSemaphoreStatus reads a semaphore: its available permits and, for a
+// permit-expirable one, the permits taken with their deadlines and the
+// records of the lualock processes that hold them. It only reads.
+func readSemaphoreStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*lockStatus, error) {
+	var (
+		avail   *redis.StringCmd
+		permits *redis.ZSliceCmd
+		now     *redis.TimeCmd
+	)
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		avail = p.Get(ctx, name)
+		permits = p.ZRangeWithScores(ctx, keys.Suffix(name, "timeout"), 0, -1)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(avail.Val(), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("key %q is a string, not a lock (a hash) nor a semaphore (a count of permits)", name)
+	}
+	st := &lockStatus{Name: name, Available: &n, Holders: []holder{}, Queue: []waiter{}, ServerTime: now.Val().UnixMilli()}
+	var recordKeys []string
+	for _, z := range permits.Val() {
+		raw, _ := z.Member.(string)
+		id := hex.EncodeToString([]byte(raw))
+		d := int64(z.Score)
+		rem := d - st.ServerTime
+		st.Permits = append(st.Permits, waiter{ID: id, DeadlineMS: &d, RemainingMS: &rem})
+		st.Holders = append(st.Holders, holder{Field: id, Holds: 1})
+		recordKeys = append(recordKeys, holderKey(name, id))
+	}
+	st.Locked = len(st.Holders) > 0
+	if len(recordKeys) > 0 {
+		infos, err := mget(ctx, rdb, recordKeys)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range infos {
+			var hi holderInfo
+			if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
+				st.Holders[i].Lualock = &hi
+			}
+		}
+	}
+	return st, nil
+}
+
 // mget reads string keys of one slot ("" for a missing one).
 func mget(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]string, error) {
 	vals, err := rdb.MGet(ctx, keys...).Result()
@@ -192,6 +250,10 @@ func mget(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]stri
 }
 
 func printStatus(w io.Writer, st *lockStatus) {
+	if st.Available != nil {
+		printSemaphore(w, st)
+		return
+	}
 	switch {
 	case !st.Locked:
 		fmt.Fprintf(w, "lock %s: not locked\n", st.Name)
@@ -232,4 +294,21 @@ func recordField(mode, f string) string {
 		return strings.TrimSuffix(f, writeSuffix)
 	}
 	return f
+}
+
+func printSemaphore(w io.Writer, st *lockStatus) {
+	fmt.Fprintf(w, "semaphore %s: %d permits available, %d taken\n", st.Name, *st.Available, len(st.Permits))
+	for i, p := range st.Permits {
+		left := "no expiry"
+		switch ms := *p.RemainingMS; {
+		case ms < 0:
+			left = "expired (given back at the next call)"
+		case ms < int64(100*365*24*time.Hour/time.Millisecond):
+			left = fmt.Sprintf("lease %v left", time.Duration(ms)*time.Millisecond)
+		}
+		fmt.Fprintf(w, "  permit %s  %s\n", p.ID, left)
+		if r := st.Holders[i].Lualock; r != nil {
+			fmt.Fprintf(w, "    lualock pid %d on %s since %s: %s\n", r.PID, r.Host, r.Since, r.Command)
+		}
+	}
 }

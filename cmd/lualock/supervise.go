@@ -388,10 +388,11 @@ func (sv *superv) signalAll(sig syscall.Signal) {
 }
 
 // alive reports whether a process of the command is left: one in its
-// group, or a live descendant of the supervisor.
+// group, or a descendant of the supervisor, even a zombie not reaped yet
+// (it still looks alive to others: the next holder must not see it).
 func (sv *superv) alive() bool {
 	sv.reap()
-	if len(descendants(os.Getpid())) > 0 {
+	if anyDescendant(os.Getpid()) {
 		return true
 	}
 	return groupAlive(sv.pgid)
