@@ -142,23 +142,10 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		st.Holders = append(st.Holders, holder{Field: f, Holds: n})
 	}
 	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Field < st.Holders[j].Field })
-	if len(st.Holders) > 0 {
-		// Who the holders are, when they are lualock processes: a second
-		// read, since the keys depend on the fields.
-		keys := make([]string, len(st.Holders))
-		for i, h := range st.Holders {
-			keys[i] = holderKey(name, recordField(st.Mode, h.Field))
-		}
-		infos, err := mget(ctx, rdb, keys)
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range infos {
-			var hi holderInfo
-			if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
-				st.Holders[i].Lualock = &hi
-			}
-		}
+	// Who the holders are, when they are lualock processes: a second read,
+	// since the keys depend on the fields.
+	if err := readRecords(ctx, rdb, st, func(h holder) string { return recordField(st.Mode, h.Field) }); err != nil {
+		return nil, err
 	}
 	if typ.Val() == "hash" {
 		st.Locked = true
@@ -208,7 +195,6 @@ func readSemaphoreStatus(ctx context.Context, rdb redis.UniversalClient, name st
 		return nil, fmt.Errorf("key %q is a string, not a lock (a hash) nor a semaphore (a count of permits)", name)
 	}
 	st := &lockStatus{Name: name, Available: &n, Holders: []holder{}, Queue: []waiter{}, ServerTime: now.Val().UnixMilli()}
-	var recordKeys []string
 	for _, z := range permits.Val() {
 		raw, _ := z.Member.(string)
 		id := hex.EncodeToString([]byte(raw))
@@ -216,22 +202,35 @@ func readSemaphoreStatus(ctx context.Context, rdb redis.UniversalClient, name st
 		rem := d - st.ServerTime
 		st.Permits = append(st.Permits, waiter{ID: id, DeadlineMS: &d, RemainingMS: &rem})
 		st.Holders = append(st.Holders, holder{Field: id, Holds: 1})
-		recordKeys = append(recordKeys, holderKey(name, id))
 	}
 	st.Locked = len(st.Holders) > 0
-	if len(recordKeys) > 0 {
-		infos, err := mget(ctx, rdb, recordKeys)
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range infos {
-			var hi holderInfo
-			if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
-				st.Holders[i].Lualock = &hi
-			}
-		}
+	if err := readRecords(ctx, rdb, st, func(h holder) string { return h.Field }); err != nil {
+		return nil, err
 	}
 	return st, nil
+}
+
+// readRecords reads the records of st's holders that are lualock
+// processes, each keyed by holderKey of st's name and field(holder).
+func readRecords(ctx context.Context, rdb redis.UniversalClient, st *lockStatus, field func(holder) string) error {
+	if len(st.Holders) == 0 {
+		return nil
+	}
+	keys := make([]string, len(st.Holders))
+	for i, h := range st.Holders {
+		keys[i] = holderKey(st.Name, field(h))
+	}
+	infos, err := mget(ctx, rdb, keys)
+	if err != nil {
+		return err
+	}
+	for i, v := range infos {
+		var hi holderInfo
+		if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
+			st.Holders[i].Lualock = &hi
+		}
+	}
+	return nil
 }
 
 // mget reads string keys of one slot ("" for a missing one).
