@@ -401,9 +401,12 @@ func TestWaitNotObtained(t *testing.T) {
 		args     []string
 		min, max time.Duration
 	}{
-		{[]string{"-wait", "200ms"}, 200 * time.Millisecond, 1500 * time.Millisecond},
-		{[]string{"-wait", "0"}, 0, time.Second},
-		{[]string{"-wait", "200ms", "-lease", "5s"}, 200 * time.Millisecond, 1500 * time.Millisecond},
+		// -wait 1s, not less: the race-built binary's start and its first
+		// contact with Redis count in it, and took more than 200ms on a
+		// loaded 2-core machine (load average 14), which then exits 1.
+		{[]string{"-wait", "1s"}, time.Second, 4 * time.Second},
+		{[]string{"-wait", "0"}, 0, 3 * time.Second},
+		{[]string{"-wait", "1s", "-lease", "5s"}, time.Second, 4 * time.Second},
 	} {
 		args := append(append([]string{"lock"}, tc.args...), name, "--", "sh", "-c", "echo ran")
 		p, code := s.run(t, nil, args...)
