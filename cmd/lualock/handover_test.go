@@ -14,13 +14,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lualock/lualock/tests/harness"
 )
 
 // kill -9 of lualock while a second lualock lock waits: the supervisor
 // kills the command and gives the hold back, and the second command starts
 // at once. The holder's lease is 60s, so only the release can explain a
 // start within 30s of the kill; the second command also checks that the
-// first one's process is gone when it starts.
+// first one's process is gone when it starts. Every kind on standalone
+// Redis, two on the cluster.
 func TestKill9HandsOver(t *testing.T) {
 	s := newServer(t)
 	for _, tc := range []struct {
@@ -35,39 +38,56 @@ func TestKill9HandsOver(t *testing.T) {
 		{"semaphore", []string{"-semaphore", "1"}, []string{"-semaphore", "1"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			name := lockName(t)
-			pidFile := filepath.Join(t.TempDir(), "pid")
-			env := []string{"LUALOCK_WATCHDOG_LEASE=60s"}
-			args := append(append([]string{"lock"}, tc.first...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 120`, "sh", pidFile)
-			holder := s.start(t, env, args...)
-			cmdPID := readPIDs(t, pidFile)[0]
-
-			check := `if kill -0 "$1" 2>/dev/null; then echo "overlap: $1 alive"; fi; echo started`
-			args = append(append([]string{"lock", "-wait", "50s"}, tc.after...), name, "--", "sh", "-c", check, "sh", strconv.Itoa(cmdPID))
-			next := s.start(t, env, args...)
-			// It waits: it said so (a permit's waiter says so after 1s).
-			waitFor(t, "the second lualock waiting", 10*time.Second, func() bool {
-				return strings.Contains(next.stderr.String(), "waiting")
-			})
-			if err := holder.cmd.Process.Kill(); err != nil { // lualock's pid only
-				t.Fatal(err)
-			}
-			killed := time.Now()
-			if code := next.wait(t, 30*time.Second); code != 0 {
-				t.Fatalf("second lualock: exit %d: %s", code, next.stderr.String())
-			}
-			t.Logf("the second command started %v after kill -9 of the holder (lease 60s)", time.Since(killed).Round(time.Millisecond))
-			if out := next.stdout.String(); out != "started\n" {
-				t.Errorf("second command printed %q, want %q", out, "started\n")
-			}
-			if got := holder.stderr.String(); got != "" {
-				t.Errorf("the supervisor said %q, want nothing", got)
-			}
-			if s.exists(t, name) && tc.kind != "semaphore" {
+			name := handOver(t, s, tc.first, tc.after)
+			if tc.kind != "semaphore" && s.exists(t, name) {
 				t.Errorf("lock %s still exists after both commands ended", name)
 			}
 		})
 	}
+	t.Run("cluster", func(t *testing.T) {
+		cl := &server{addr: harness.SharedCluster(t).Addrs()[0]}
+		for _, flags := range [][]string{nil, {"-semaphore", "1"}} {
+			handOver(t, cl, flags, flags)
+		}
+	})
+}
+
+// handOver runs a holder with flags first and a waiter with flags after on
+// the lock lockName(t) of s, kills the holder's lualock with SIGKILL and
+// checks that the waiter's command starts, after the holder's command is
+// gone, well before the holder's 60s lease could have run out. It returns
+// the lock's name.
+func handOver(t *testing.T, s *server, first, after []string) string {
+	t.Helper()
+	name := lockName(t) + strings.Join(first, "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	env := []string{"LUALOCK_WATCHDOG_LEASE=60s"}
+	args := append(append([]string{"lock"}, first...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 120`, "sh", pidFile)
+	holder := s.start(t, env, args...)
+	cmdPID := readPIDs(t, pidFile)[0]
+
+	check := `if kill -0 "$1" 2>/dev/null; then echo "overlap: $1 alive"; fi; echo started`
+	args = append(append([]string{"lock", "-wait", "50s"}, after...), name, "--", "sh", "-c", check, "sh", strconv.Itoa(cmdPID))
+	next := s.start(t, env, args...)
+	// It waits: it said so (a permit's waiter says so after 1s).
+	waitFor(t, "the second lualock waiting", 10*time.Second, func() bool {
+		return strings.Contains(next.stderr.String(), "waiting")
+	})
+	if err := holder.cmd.Process.Kill(); err != nil { // lualock's pid only
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if code := next.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("%v: second lualock: exit %d: %s", first, code, next.stderr.String())
+	}
+	t.Logf("%v: the second command started %v after kill -9 of the holder (lease 60s)", first, time.Since(killed).Round(time.Millisecond))
+	if out := next.stdout.String(); out != "started\n" {
+		t.Errorf("%v: second command printed %q, want %q", first, out, "started\n")
+	}
+	if got := holder.stderr.String(); got != "" {
+		t.Errorf("%v: the supervisor said %q, want nothing", first, got)
+	}
+	return name
 }
 
 // killHolderAndSupervisor kills lualock and its supervisor (the parent of
