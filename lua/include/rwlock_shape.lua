@@ -12,7 +12,7 @@ local function rwlock_shape(key)
   local m = redis.call('hget', key, 'mode')
   if m ~= 'read' and m ~= 'write' then
     if not m and redis.call('hlen', key) == 1 and is_count(redis.call('hgetall', key)[2]) then
-      return 'a lock, not a read-write lock'
+      return 'a lock'
     end
     return hash_view(key, nil)
   end

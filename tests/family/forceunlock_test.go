@@ -102,7 +102,7 @@ var foreignKeys = []foreignKey{
 	{name: "hash of a bad mode", want: `a hash whose field "mode" holds "other"`, forLock: true, forRW: true, make: hset("mode", "other", "c:1", "1")},
 	{name: "read-write lock with text", want: `a hash whose field "c:1" holds "x"`, forRW: true, make: hset("mode", "read", "c:1", "x")},
 	{name: "read-write lock", want: "a read-write lock", forLock: true, make: hset("mode", "read", "c:1", "1")},
-	{name: "lock", want: "a lock, not a read-write lock", forRW: true, make: hset("c:1", "1")},
+	{name: "lock", want: "a lock", forRW: true, make: hset("c:1", "1")},
 }
 
 // TestForceUnlock_wrongType: every call that deletes or resets an object
