@@ -61,7 +61,8 @@
 // renewals fail is reported lost that long before its last lease would run
 // out, and a fixed lease's Context ends that long before the lease does
 // (cause ErrNotHeld). Leases are counted from the moment the call that set
-// them was sent, not from its reply. The margin covers clock drift between
+// them was sent, not from its reply; a resend whose first send's reply was
+// lost sets the lease again in Redis. The margin covers clock drift between
 // the client and Redis, Redis's millisecond expiry and the signal's own
 // timer, so a holder that stops at Done has stopped before Redis lets
 // another owner in; a holder process paused or starved of CPU for longer

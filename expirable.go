@@ -167,6 +167,9 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 	err := s.c.waitFor(ctx, wait, &waitFuncs{
 		ch: s.channel,
 		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+			// The lease counts from this send: a resend that finds the
+			// permit taken by an earlier one (its reply lost) sets its
+			// deadline again from its own TIME, never earlier than this.
 			start = time.Now()
 			v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
 				generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},

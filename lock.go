@@ -381,7 +381,9 @@ func (l *Lock) latchKey() string {
 // too); this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
-// It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
+// A key that is not this kind of lock (another type, or a hash of another
+// shape) is left as it is, with ErrWrongType saying what it is.
+// It returns ErrWrongType, ErrInvalid, ErrClosed, an error wrapping ctx's error when
 // another call of this handle holds it up until ctx ends, or the Redis
 // error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
@@ -398,7 +400,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	latch := l.latchKey()
 	deleted, err := l.p.forceRelease(ctx, latch)
 	if err != nil {
-		return false, wrapErr(verbForceUnlock, l.name, err)
+		return false, wrapErr(verbForceUnlock, l.name, wrongType(err))
 	}
 	l.c.latches.drop(latch)
 	l.h.forceFreed(fmt.Errorf("%w: force unlocked", ErrNotHeld))

@@ -137,7 +137,10 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 
 // DrainPermits takes every available permit and returns how many it took
 // (a negative count is returned as it is and reset to 0, as Redisson
-// does). It returns ErrInvalid, ErrClosed, ctx's error or the Redis error.
+// does). A key that is not a semaphore's count (another type, or a string
+// that is not a whole number) is left as it is, with ErrWrongType. It
+// returns ErrWrongType, ErrInvalid, ErrClosed, ctx's error or the Redis
+// error.
 func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, wrapErr(verbDrain, s.name, err)
@@ -151,7 +154,7 @@ func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 		return err
 	})
 	s.c.dropLatch(err, req)
-	return int(v), wrapErr(verbDrain, s.name, err)
+	return int(v), wrapErr(verbDrain, s.name, wrongType(err))
 }
 
 // Acquire blocks until it has taken n permits or ctx ends. A semaphore
