@@ -68,9 +68,17 @@ test: ## run all tests with the race detector, at full size (6-13 min on 2 cores
 # The quick loop: -short runs the scale tests at smaller sizes, and as most
 # integration tests wait (leases, budgets, timers) rather than compute, 8 of
 # the parallel ones run at a time instead of GOMAXPROCS (2 on a 2-core box).
+#
+# Measured: `time make test-short`, warm build cache, on the project's 2-core
+# machine shared with other sessions (load average 10-19): 419 s wall, 69 s
+# of CPU. The suites mostly wait, one package at a time (-p 1): tests/sem
+# 79 s, tests/reentrant 55 s, tests/faults 42 s, tests/family 37 s. Packages
+# side by side (-p 4) took 234 s, but that run failed a dozen tests whose
+# bounds in milliseconds did not yet widen with the load (a constant slack
+# instead of backends.Canary): -p 1 stays until none is left.
 SHORTFLAGS ?= -short -parallel 8
 
-test-short: ## the quick loop (~2.5-3.5 min on 2 cores): every test with -race, scale tests at smaller sizes, 8 in parallel
+test-short: ## the quick loop (7 min on 2 cores shared with other work; the Makefile says how measured): every test with -race, scale tests at smaller sizes, 8 in parallel
 	$(call run_tests,$(GOTESTFLAGS) $(SHORTFLAGS))
 
 # make load [LOAD_RUNS=N] [LOAD_CMD='...']: LOAD_CMD (make test-short) up to
