@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lualock/lualock/gen"
-	"github.com/lualock/lualock/internal/version"
+	"github.com/lualock/lualock/cmd/luagen/gen"
+	"github.com/lualock/lualock/cmd/luagen/version"
 )
 
 const usage = `usage: luagen [command] [flags]

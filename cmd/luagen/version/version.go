@@ -1,5 +1,6 @@
-// Package version reports the version of the lualock module a command was
-// built from, for the --version flag of lualock and luagen.
+// Package version reports the version of the module a command was built
+// from, for the --version flag of lualock and luagen. It lives in luagen's
+// module, which lualock's requires, as luagen cannot require lualock's.
 //
 // It reads the build information the go command embeds in every binary
 // (runtime/debug.ReadBuildInfo): the module version that `go install

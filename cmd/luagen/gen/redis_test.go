@@ -15,11 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/cmd/luagen/internal/redistest"
 )
 
 // The tests of this file check gen against Redis itself: a redis-server
-// started by tests/harness (skipped when the binary is missing, a failure
+// started by internal/redistest (skipped when the binary is missing, a failure
 // with LUALOCK_REQUIRE_REDIS=1) and, for the generated code, miniredis too.
 
 // TestEndToEnd generates the package of testdata/e2e/lua, builds it with
@@ -48,15 +48,13 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	t.Run("miniredis", func(t *testing.T) { run(t, "") })
-	t.Run("redis", func(t *testing.T) { run(t, harness.StartStandalone(t).Addr()) })
+	t.Run("redis", func(t *testing.T) { run(t, redistest.Start(t)) })
 }
 
 // redisClient starts a redis-server for one test and connects to it.
 func redisClient(t *testing.T) *redis.Client {
 	t.Helper()
-	c := harness.StartStandalone(t).Client()
-	t.Cleanup(func() { c.Close() })
-	return c
+	return redistest.Client(t)
 }
 
 // TestGlobalsMatchRedis compares Globals with the globals a script sees in
@@ -242,7 +240,7 @@ func TestFunctionsEndToEnd(t *testing.T) {
 	bin, dir := buildGenerated(t, "e2e_functions", Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}})
 	cmd := exec.Command(bin, "-test.v", "-test.count=1")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+harness.StartStandalone(t).Addr())
+	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+redistest.Start(t))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestLibrary ") || !strings.Contains(string(out), "--- PASS: TestKeyPrefix ") {
 		t.Fatalf("the generated package's test failed: %v\n%s", err, out)

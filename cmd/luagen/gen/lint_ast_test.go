@@ -331,19 +331,6 @@ func TestLintASTMessages(t *testing.T) {
 	}
 }
 
-// TestLintRepoScripts checks that the scripts of the module lint clean,
-// warnings included.
-func TestLintRepoScripts(t *testing.T) {
-	ds := Lint(os.DirFS(".."), Config{Src: "lua"})
-	for _, d := range ds {
-		t.Errorf("%v", d)
-	}
-	scripts, _ := Parse(os.DirFS(".."), Config{Src: "lua"})
-	if len(scripts) == 0 {
-		t.Fatal("no scripts in ../lua")
-	}
-}
-
 func TestLintIgnore(t *testing.T) {
 	tests := []struct {
 		name, body string
@@ -451,9 +438,9 @@ func TestKeySpecPositions(t *testing.T) {
 // FuzzLintAST checks that no source makes the linter panic or report a
 // position outside the file.
 func FuzzLintAST(f *testing.F) {
-	entries, _ := os.ReadDir("../lua")
+	entries, _ := os.ReadDir("../../../lua") // the repository's scripts, when there
 	for _, e := range entries {
-		if src, err := os.ReadFile("../lua/" + e.Name()); err == nil {
+		if src, err := os.ReadFile("../../../lua/" + e.Name()); err == nil {
 			f.Add(src)
 		}
 	}

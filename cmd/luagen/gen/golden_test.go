@@ -23,6 +23,13 @@ import (
 	"testing"
 
 	"golang.org/x/tools/txtar"
+
+	// The generated code that compileGenerated and buildGenerated build
+	// inside this module imports luart and miniredis: these imports keep
+	// them in the module's go.mod (go mod tidy does not look into
+	// testdata).
+	_ "github.com/alicebob/miniredis/v2"
+	_ "github.com/lualock/lualock/luart"
 )
 
 var update = flag.Bool("update", false, "rewrite the want/ sections of gen/testdata/*.txtar with the current output")
