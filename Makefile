@@ -84,9 +84,10 @@ test-floor: ## luart at its floor (go-redis v9.0.0, Go 1.18) and at lualock's go
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
 
-check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module)
+check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module), no path or issue reference outside the repository
 	$(LUAGEN) check
 	$(LUAGEN) lint
+	$(GO) test -count=1 -run 'TestRepository_standsAlone' ./docs/
 	@files="$$(gofmt -l $(GOFILES) </dev/null)"; \
 	if [ -n "$$files" ]; then \
 		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
