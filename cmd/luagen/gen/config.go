@@ -28,7 +28,8 @@ const ConfigFileName = "luagen.json"
 //	    {"files": "lua/queue/*.lua", "rules": {"non-key-argument": "warning"}}
 //	  ],
 //	  "keyPrefixArgs": ["prefix"],
-//	  "library": "mylib"
+//	  "library": "mylib",
+//	  "redis": "6.2"
 //	}
 type FileConfig struct {
 	// Src, Out and Package are the defaults of -src, -out and -pkg for
@@ -48,6 +49,9 @@ type FileConfig struct {
 	// Library, when set, builds every script of Src into one Redis
 	// Functions library of that name (see Config.Library).
 	Library string `json:"library,omitempty"`
+	// Redis is the oldest Redis version the scripts must run on ("6.2"),
+	// see Config.Redis.
+	Redis string `json:"redis,omitempty"`
 }
 
 // Override sets rule severities for some files.
@@ -74,6 +78,11 @@ func ParseFileConfig(r io.Reader) (*FileConfig, error) {
 	}
 	if err := checkRules(fc.Rules, "rules"); err != nil {
 		return nil, err
+	}
+	if fc.Redis != "" {
+		if _, err := ParseRedisVersion(fc.Redis); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
 	}
 	for i, o := range fc.Overrides {
 		where := fmt.Sprintf("overrides[%d]", i)

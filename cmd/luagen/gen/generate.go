@@ -124,7 +124,8 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 			continue
 		}
 		plain = append(plain, s)
-		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source)}
+		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source),
+			RO: s.ReadOnly && (cfg.Library != "" || cfg.evalshaRO())}
 		for pos := range prefixPositions(s, cfg.KeyPrefixArgs) {
 			if pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
 				d.Prefixes = append(d.Prefixes, s.Args[pos-1])
@@ -194,6 +195,9 @@ type scriptData struct {
 	ConvVar       string  // the package-level var of a composed converter, "" when none
 	ConvExpr      string  // its value
 	Prefixes      []Param // args that carry a key prefix
+	// RO: the script runs with EVALSHA_RO (FCALL_RO): it is read-only, and
+	// the target Redis (Config.Redis) is 7.0 or later, or not set.
+	RO bool
 }
 
 // paramData is what the templates need of a script's or a function's keys

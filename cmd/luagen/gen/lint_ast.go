@@ -42,8 +42,12 @@ const (
 	// RuleUnusedArg: a declared @arg that the script never reads.
 	RuleUnusedArg = "unused-arg"
 	// RuleNonKeyArgument: a key argument of redis.call or redis.pcall that
-	// does not come from KEYS (see CommandKeys).
+	// does not come from KEYS (see Commands).
 	RuleNonKeyArgument = "non-key-argument"
+	// RuleRedisVersion: a command, subcommand or option newer than the
+	// target Redis version (Config.Redis), or a script feature the target
+	// lacks (a #!lua shebang, Functions before 7.0).
+	RuleRedisVersion = "redis-version"
 	// RuleShadowedLocal (warning): a local that shadows a local of an
 	// enclosing scope or redeclares one of the same scope.
 	RuleShadowedLocal = "shadowed-local"
@@ -74,6 +78,7 @@ var Rules = []RuleInfo{
 	{RuleUnusedArg, Error, "a declared @arg the script never reads"},
 	{RuleNonKeyArgument, Error, "a key passed to redis.call or redis.pcall that does not come from KEYS"},
 	{RuleReadOnlyWrite, Error, "a write command in a script or function declared read-only (@flag read-only, no-writes)"},
+	{RuleRedisVersion, Error, "a command, subcommand, option or script feature newer than the target Redis version (luagen.json \"redis\")"},
 	{RuleShadowedLocal, Warning, "a local that shadows or redeclares another local"},
 	{RuleUnusedLocal, Warning, "a local variable, local function or loop variable never read"},
 }
@@ -141,6 +146,7 @@ func lintAST(s *Script, cfg Config) []Diagnostic {
 	for {
 		l := newLinter(s, src, toks)
 		l.prefixes = prefixPositions(s, cfg.KeyPrefixArgs)
+		l.target = cfg.target()
 		l.prior = prior
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
@@ -148,11 +154,34 @@ func lintAST(s *Script, cfg Config) []Diagnostic {
 			seen[[2]int{v.line, v.col}] = valInfo{prefix: v.prefix, keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
+			l.diags = append(l.diags, scriptVersion(s, cfg)...)
 			SortDiagnostics(l.diags)
 			return l.diags
 		}
 		prior = seen
 	}
+}
+
+// scriptVersion reports the features of a script that its target Redis
+// (Config.Redis) lacks: before 7.0, a #!lua first line (Redis 6 reads it as
+// Lua, and fails) and Redis Functions.
+func scriptVersion(s *Script, cfg Config) []Diagnostic {
+	t := cfg.target()
+	v7 := RedisVersion{7, 0, 0}
+	if t == nil || !t.Less(v7) {
+		return nil
+	}
+	var what string
+	switch {
+	case s.Library != "" || cfg.Library != "":
+		what = "a Redis Functions library (FUNCTION LOAD, FCALL)"
+	case s.Shebang != "":
+		what = "a #!lua first line"
+	default:
+		return nil
+	}
+	return []Diagnostic{{File: s.File, Line: 1, Col: 1, Rule: RuleRedisVersion, Severity: Error,
+		Message: fmt.Sprintf("%s needs Redis 7.0, newer than the target Redis %s (luagen.json \"redis\")", what, t)}}
 }
 
 // syntaxDiagnostic turns a gopher-lua parse error into a finding.

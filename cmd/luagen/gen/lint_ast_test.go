@@ -383,9 +383,9 @@ func TestRulesAndGlobals(t *testing.T) {
 			t.Errorf("Rules lacks %s", name)
 		}
 	}
-	for cmd := range CommandKeys {
-		if cmd != strings.ToLower(cmd) {
-			t.Errorf("CommandKeys: %s is not lower case", cmd)
+	for name, c := range Commands {
+		if name != strings.ToLower(name) || c.Name != name {
+			t.Errorf("Commands: %s (%s) is not lower case, or not its name", name, c.Name)
 		}
 	}
 }
@@ -406,31 +406,56 @@ func TestLuaNumeral(t *testing.T) {
 	}
 }
 
+// TestKeySpecPositions: key positions from Redis's key specs
+// (commands.json), literal arguments given as text, "?" for one that is
+// not a literal.
 func TestKeySpecPositions(t *testing.T) {
 	tests := []struct {
-		cmd   string
-		nargs int
-		want  []int
+		args     string
+		want     []int
+		complete bool
 	}{
-		{"get", 1, []int{1}},
-		{"set", 4, []int{1}},
-		{"del", 3, []int{1, 2, 3}},
-		{"mset", 4, []int{1, 3}},
-		{"blpop", 3, []int{1, 2}},
-		{"rename", 2, []int{1, 2}},
-		{"object", 1, nil},
-		{"object", 2, []int{2}},
-		{"time", 0, nil},
-		{"bitop", 4, []int{2, 3, 4}},
+		{"get k", []int{1}, true},
+		{"set k v EX 10", []int{1}, true},
+		{"del a b c", []int{1, 2, 3}, true},
+		{"mset a 1 b 2", []int{1, 3}, true},
+		{"blpop a b 0", []int{1, 2}, true},
+		{"rename a b", []int{1, 2}, true},
+		{"object encoding k", []int{2}, true},
+		{"memory usage k", []int{2}, true},
+		{"memory usage k SAMPLES 5", []int{2}, true},
+		{"time", nil, true},
+		{"bitop AND d a b", []int{2, 3, 4}, true},
+		{"eval s 2 a b x", []int{3, 4}, true},
+		{"eval s ? a b x", nil, false},
+		{"zunionstore d 2 a b WEIGHTS 1 2", []int{1, 3, 4}, true},
+		{"xread COUNT 1 STREAMS s1 s2 0 0", []int{4, 5}, true},
+		// Redis 7.0 describes SORT's STORE key as unknown.
+		{"sort k STORE d", []int{1}, false},
+		{"lmpop 2 a b LEFT", []int{2, 3}, true},
+		{"migrate h p k 0 10 KEYS a b", []int{3, 7, 8}, true},
+		{"georadius k 0 0 1 m STORE d", []int{1, 7}, true},
 	}
 	for _, tt := range tests {
-		spec, ok := CommandKeys[tt.cmd]
+		f := strings.Fields(tt.args)
+		sub := ""
+		if len(f) > 1 {
+			sub = f[1]
+		}
+		c, ok := lookupCommand(f[0], sub, true)
 		if !ok {
-			t.Errorf("CommandKeys lacks %s", tt.cmd)
+			t.Errorf("Commands lacks %s", f[0])
 			continue
 		}
-		if got := spec.positions(tt.nargs); !slices.Equal(got, tt.want) {
-			t.Errorf("%s with %d args: got %v, want %v", tt.cmd, tt.nargs, got, tt.want)
+		lit := func(i int) (string, bool) {
+			if i < 1 || i >= len(f) || f[i] == "?" {
+				return "", false
+			}
+			return f[i], true
+		}
+		got, complete := c.keyPositions(len(f)-1, lit)
+		if !slices.Equal(got, tt.want) || complete != tt.complete {
+			t.Errorf("%s: keys %v (complete %v), want %v (%v)", tt.args, got, complete, tt.want, tt.complete)
 		}
 	}
 }

@@ -163,6 +163,9 @@ type linter struct {
 	noWrites string
 	// prefixes are the ARGV positions that carry a key prefix.
 	prefixes map[int]bool
+	// target is the Redis version the scripts must run on (luagen.json
+	// "redis"); nil when none is set.
+	target *RedisVersion
 	// callbacks are the functions a Functions library registers.
 	callbacks map[*ast.FunctionExpr]callback
 	// prior holds, per local (by its declaration's line and column), what
@@ -1284,9 +1287,24 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 	if _, ok := args[nargs].(*ast.Comma3Expr); ok && nargs > 0 {
 		nargs--
 	}
+	// lit returns the literal text of argument i (a string or a number).
+	lit := func(i int) (string, bool) {
+		if i < 1 || i > nargs {
+			return "", false
+		}
+		switch a := args[i].(type) {
+		case *ast.NumberExpr:
+			return a.Value, true
+		case *ast.StringExpr:
+			return a.Value, true
+		}
+		return "", false
+	}
 	reported := map[int]bool{}
 	for _, cmd := range strings.Split(names, litSep) {
-		if l.noWrites != "" && writeCommands[strings.ToLower(cmd)] {
+		sub, subKnown := lit(1)
+		info, known := lookupCommand(cmd, sub, subKnown)
+		if l.noWrites != "" && known && info.writes() {
 			tok := -1
 			if t, ok := l.identTok[obj]; ok {
 				tok = t
@@ -1295,11 +1313,12 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 				"%s: %s is a write command, which Redis refuses in a script with %s: remove the flag, or the write",
 				fmt.Sprintf(callee, cmd), strings.ToUpper(cmd), l.noWrites)
 		}
-		spec, ok := CommandKeys[strings.ToLower(cmd)]
-		if !ok {
+		if !known {
 			continue
 		}
-		positions := spec.positions(len(args) - 1)
+		l.checkVersion(c, obj, fmt.Sprintf(callee, cmd), cmd, info, nargs, lit)
+		positions, _ := info.keyPositions(len(args)-1, lit)
+		step2 := len(info.Keys) == 1 && info.Keys[0].KeyStep == 2
 		for _, p := range positions {
 			if p > nargs {
 				break
@@ -1308,12 +1327,12 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 			if reported[p] || l.fromKeys(arg) {
 				continue
 			}
-			if spec.Step == 2 && p == len(args)-1 && l.isUnpackKV(arg) {
+			if step2 && p == len(args)-1 && l.isUnpackKV(arg) {
 				continue // unpack of alternating keys and values, in a key's place
 			}
 			reported[p] = true
 			which := "the key"
-			if len(positions) > 1 || spec.Last != spec.First {
+			if len(positions) > 1 || info.manyKeys() {
 				which = fmt.Sprintf("key argument %d", p)
 			}
 			// Point at the argument when it starts with a name, else at redis.
@@ -1334,6 +1353,41 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 			l.report(tok, c.Line(), RuleNonKeyArgument, Error,
 				"%s: %s is not taken from KEYS; Redis Cluster needs every key declared: pass it in KEYS and declare it with @key",
 				fmt.Sprintf(callee, cmd), which)
+		}
+	}
+}
+
+// checkVersion reports a command, subcommand or option newer than the
+// target Redis version (luagen.json "redis").
+func (l *linter) checkVersion(c *ast.FuncCallExpr, obj *ast.IdentExpr, callee, cmd string, info *Command, nargs int, lit func(int) (string, bool)) {
+	if l.target == nil {
+		return
+	}
+	tok := -1
+	if t, ok := l.identTok[obj]; ok {
+		tok = t
+	}
+	report := func(what, since string) {
+		l.report(tok, c.Line(), RuleRedisVersion, Error,
+			"%s: %s needs Redis %s, newer than the target Redis %s (luagen.json \"redis\")", callee, what, since, l.target)
+	}
+	if v, err := ParseRedisVersion(info.Since); err == nil && l.target.Less(v) {
+		what := strings.ToUpper(cmd)
+		if i := strings.IndexByte(info.Name, '|'); i >= 0 {
+			what = strings.ToUpper(strings.ReplaceAll(info.Name, "|", " "))
+		}
+		report(what, info.Since)
+		return
+	}
+	for i := 1; i <= nargs; i++ {
+		s, ok := lit(i)
+		if !ok {
+			continue
+		}
+		if since, ok := info.Options[strings.ToUpper(s)]; ok {
+			if v, err := ParseRedisVersion(since); err == nil && l.target.Less(v) {
+				report(strings.ToUpper(cmd)+" "+strings.ToUpper(s), since)
+			}
 		}
 	}
 }

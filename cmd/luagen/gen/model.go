@@ -28,6 +28,32 @@ type Config struct {
 	// Library, when set, builds every script into one Redis Functions
 	// library of that name instead of EVALSHA scripts (see Generate).
 	Library string
+	// Redis, when set ("6.2", "7.0.15"), is the oldest Redis version the
+	// scripts must run on: commands, subcommands and options newer than
+	// it are redis-version findings, and below 7.0 a read-only script
+	// runs with EVALSHA (EVALSHA_RO is 7.0's). Empty: no version is
+	// checked, and read-only scripts run with EVALSHA_RO.
+	Redis string
+}
+
+// target returns the parsed Redis version, nil when none is set or it
+// does not parse (LoadFileConfig refuses a bad one).
+func (c Config) target() *RedisVersion {
+	if c.Redis == "" {
+		return nil
+	}
+	v, err := ParseRedisVersion(c.Redis)
+	if err != nil {
+		return nil
+	}
+	return &v
+}
+
+// evalshaRO reports whether read-only scripts run with EVALSHA_RO: the
+// target Redis, when set, is 7.0 or later.
+func (c Config) evalshaRO() bool {
+	t := c.target()
+	return t == nil || !t.Less(RedisVersion{7, 0, 0})
 }
 
 // FromFile returns c with the settings of a luagen.json: the rules,
@@ -37,7 +63,7 @@ func (c Config) FromFile(fc *FileConfig) Config {
 	if fc == nil {
 		return c
 	}
-	c.Rules, c.Overrides, c.KeyPrefixArgs, c.Library = fc.Rules, fc.Overrides, fc.KeyPrefixArgs, fc.Library
+	c.Rules, c.Overrides, c.KeyPrefixArgs, c.Library, c.Redis = fc.Rules, fc.Overrides, fc.KeyPrefixArgs, fc.Library, fc.Redis
 	return c
 }
 
