@@ -43,9 +43,13 @@ type FileConfig struct {
 	// Overrides set severities for the files a pattern matches, later
 	// ones winning; see Override.
 	Overrides []Override `json:"overrides,omitempty"`
-	// KeyPrefixArgs names the @arg (by name, or as ARGV[n]) that carry a
-	// key prefix: ARGV[n] .. suffix is then a key (see Config).
+	// KeyPrefixArgs names the @arg or @key (by name, or as ARGV[n],
+	// KEYS[n]) that carry a key prefix in every script: prefix .. suffix
+	// is then a key (see Config). Overrides scope them to files.
 	KeyPrefixArgs []string `json:"keyPrefixArgs,omitempty"`
+	// CheckKeyPrefixes adds the run-time hash-tag check of key-prefix
+	// args to the generated functions (see Config.CheckKeyPrefixes).
+	CheckKeyPrefixes bool `json:"checkKeyPrefixes,omitempty"`
 	// Library, when set, builds every script of Src into one Redis
 	// Functions library of that name (see Config.Library).
 	Library string `json:"library,omitempty"`
@@ -54,13 +58,16 @@ type FileConfig struct {
 	Redis string `json:"redis,omitempty"`
 }
 
-// Override sets rule severities for some files.
+// Override sets rule severities and key prefixes for some files.
 type Override struct {
 	// Files is a path.Match pattern on the path relative to the module
 	// root ("lua/queue/*.lua"), or a folder ("lua/queue/"), which
 	// matches every file under it.
 	Files string            `json:"files"`
-	Rules map[string]string `json:"rules"`
+	Rules map[string]string `json:"rules,omitempty"`
+	// KeyPrefixArgs are key prefixes (as FileConfig.KeyPrefixArgs) of
+	// these files only.
+	KeyPrefixArgs []string `json:"keyPrefixArgs,omitempty"`
 }
 
 // ParseFileConfig reads luagen.json strictly: unknown fields, unknown

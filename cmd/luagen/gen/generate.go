@@ -126,8 +126,9 @@ func render(cfg Config, scripts []*Script) (map[string][]byte, error) {
 		plain = append(plain, s)
 		d := scriptData{S: s, Library: cfg.Library, Package: cfg.Package, SourceLiteral: sourceLiteral(s.Source),
 			RO: s.ReadOnly && (cfg.Library != "" || cfg.evalshaRO())}
-		for pos := range prefixPositions(s, cfg.KeyPrefixArgs) {
-			if pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
+		argPrefixes, _ := prefixPositions(s, cfg)
+		for pos := range argPrefixes {
+			if cfg.CheckKeyPrefixes && pos <= len(s.Args) && !s.Args[pos-1].Variadic && s.Args[pos-1].Type == "string" {
 				d.Prefixes = append(d.Prefixes, s.Args[pos-1])
 			}
 		}

@@ -145,16 +145,17 @@ func lintAST(s *Script, cfg Config) []Diagnostic {
 	var prior map[[2]int]valInfo
 	for {
 		l := newLinter(s, src, toks)
-		l.prefixes = prefixPositions(s, cfg.KeyPrefixArgs)
+		l.prefixes, l.keyPrefixes = prefixPositions(s, cfg)
 		l.target = cfg.target()
 		l.prior = prior
 		l.run(chunk)
 		seen := make(map[[2]int]valInfo, len(l.vars))
 		for _, v := range l.vars {
-			seen[[2]int{v.line, v.col}] = valInfo{prefix: v.prefix, keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
+			seen[[2]int{v.line, v.col}] = valInfo{prefix: v.prefix, data: v.data, keys: v.keys, keysTable: v.keysTable, keysList: v.keysList, litsOnly: v.litsOnly, lits: v.lits, multi: v.multi}
 		}
 		if maps.Equal(seen, prior) {
 			l.diags = append(l.diags, scriptVersion(s, cfg)...)
+			l.diags = append(l.diags, annotationRefs(s)...)
 			SortDiagnostics(l.diags)
 			return l.diags
 		}

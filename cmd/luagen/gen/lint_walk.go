@@ -85,6 +85,9 @@ type lvar struct {
 	kvOdd  bool
 	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
 	prefix bool
+	// data: every value was read from Redis (a redis.call reply, an
+	// element of one, or text joined to one): with @datakeys, a key.
+	data bool
 }
 
 // fnInfo is what the walk learns of a function body.
@@ -120,6 +123,8 @@ type valInfo struct {
 	kvOdd  bool
 	// prefix: every value is a declared key prefix (Config.KeyPrefixArgs).
 	prefix bool
+	// data: the value was read from Redis (see lvar).
+	data bool
 }
 
 // maxLits bounds a literal set: past it the local is taken as unknown, which
@@ -161,8 +166,9 @@ type linter struct {
 	// noWrites names what makes the script read-only ("@flag read-only",
 	// "flags=no-writes"), "" when it may write.
 	noWrites string
-	// prefixes are the ARGV positions that carry a key prefix.
-	prefixes map[int]bool
+	// prefixes and keyPrefixes are the ARGV and KEYS positions that carry
+	// a key prefix.
+	prefixes, keyPrefixes map[int]bool
 	// target is the Redis version the scripts must run on (luagen.json
 	// "redis"); nil when none is set.
 	target *RedisVersion
@@ -289,12 +295,12 @@ func (l *linter) lookup(name string) *lvar {
 // declare brings a local into the current scope, warning when it shadows or
 // redeclares another.
 func (l *linter) declare(name string, kind varKind, tok, line int) *lvar {
-	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true, kvList: true, prefix: true}
+	v := &lvar{name: name, kind: kind, line: line, col: 1, keys: true, keysTable: true, keysList: true, litsOnly: true, kvList: true, prefix: true, data: true}
 	if tok >= 0 {
 		v.line, v.col = l.toks[tok].line, l.toks[tok].col
 	}
 	if p, ok := l.prior[[2]int{v.line, v.col}]; ok {
-		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi, v.prefix = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi, p.prefix
+		v.keys, v.keysTable, v.keysList, v.litsOnly, v.lits, v.multi, v.prefix, v.data = p.keys, p.keysTable, p.keysList, p.litsOnly, p.lits, p.multi, p.prefix, p.data
 	}
 	if name != "_" {
 		if prev, ok := l.scope.vars[name]; ok {
@@ -347,6 +353,7 @@ func (v *lvar) merge(val valInfo) {
 	v.keysList = v.keysList && val.keysList
 	v.kvList = v.kvList && val.kvList
 	v.prefix = v.prefix && val.prefix
+	v.data = v.data && val.data
 	if val.kvList {
 		v.kvOdd = val.kvOdd
 	}
@@ -505,10 +512,11 @@ func (l *linter) stmt(st ast.Stmt) {
 			l.expr(e)
 		}
 		overKeys := len(st.Exprs) == 1 && l.iteratesKeys(st.Exprs[0])
+		overData := len(st.Exprs) == 1 && l.iteratesData(st.Exprs[0])
 		l.push()
 		for i, name := range st.Names {
 			v := l.declare(name, varLoop, toks[i], st.Line())
-			l.assign(v, valInfo{keys: overKeys && i == 1})
+			l.assign(v, valInfo{keys: overKeys && i == 1, data: overData})
 		}
 		l.block(st.Stmts)
 		l.pop()
@@ -707,10 +715,10 @@ func (l *linter) values(exprs []ast.Expr, n int) []valInfo {
 			alias, _ := l.aliasOf(exprs[i])
 			kv, odd := l.isKVList(exprs[i])
 			out[i] = valInfo{keys: l.fromKeys(exprs[i]), keysTable: l.isKeysTable(exprs[i]), keysList: l.isKeysList(exprs[i]),
-				litsOnly: only, lits: lits, alias: alias, kvList: kv, kvOdd: odd, prefix: l.isPrefix(exprs[i])}
+				litsOnly: only, lits: lits, alias: alias, kvList: kv, kvOdd: odd, prefix: l.isPrefix(exprs[i]), data: l.fromData(exprs[i])}
 		case len(exprs) > 0:
 			// Extra targets take the further results of a final call.
-			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1])}
+			out[i] = valInfo{keys: l.isUnpackKeys(exprs[len(exprs)-1]), data: l.fromData(exprs[len(exprs)-1])}
 		}
 	}
 	return out
@@ -932,6 +940,49 @@ func (l *linter) isKey(e ast.Expr) bool {
 		return l.isUnpackKeys(e)
 	}
 	return false
+}
+
+// fromData reports whether e was read from Redis in each of its
+// alternatives: a redis.call or redis.pcall reply, an element of one, a
+// local that only ever holds one, or text joined to one (prefix .. id).
+func (l *linter) fromData(e ast.Expr) bool {
+	for _, alt := range alternatives(e) {
+		if !l.isData(alt) {
+			return false
+		}
+	}
+	return true
+}
+
+// isData is fromData for one alternative.
+func (l *linter) isData(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.FuncCallExpr:
+		_, _, _, _, ok := l.redisCall(e)
+		return ok
+	case *ast.IdentExpr:
+		v := l.lookup(e.Value)
+		return v != nil && v.assigned && v.data
+	case *ast.AttrGetExpr:
+		return l.isData(e.Object)
+	case *ast.StringConcatOpExpr:
+		return l.isData(e.Lhs) || l.isData(e.Rhs)
+	}
+	return false
+}
+
+// iteratesData reports whether e is ipairs(x) or pairs(x) of a reply of
+// Redis x.
+func (l *linter) iteratesData(e ast.Expr) bool {
+	c, ok := e.(*ast.FuncCallExpr)
+	if !ok || len(c.Args) != 1 {
+		return false
+	}
+	id, ok := c.Func.(*ast.IdentExpr)
+	if !ok || !(l.isGlobal(id, "ipairs") || l.isGlobal(id, "pairs")) {
+		return false
+	}
+	return l.fromData(c.Args[0])
 }
 
 // literals reports whether e is always one of a known set of string
@@ -1327,6 +1378,9 @@ func (l *linter) checkCall(c *ast.FuncCallExpr) {
 			if reported[p] || l.fromKeys(arg) {
 				continue
 			}
+			if len(l.s.DataKeys) > 0 && l.fromData(arg) {
+				continue // a key read from data, in the slot @datakeys names
+			}
 			if step2 && p == len(args)-1 && l.isUnpackKV(arg) {
 				continue // unpack of alternating keys and values, in a key's place
 			}
@@ -1537,10 +1591,10 @@ func (l *linter) headerCol(line int, tag, name string) int {
 	return at + i + 1
 }
 
-// isPrefix reports whether e is a declared key prefix: ARGV[n] with n in
-// Config.KeyPrefixArgs, or a local that only ever holds one.
+// isPrefix reports whether e is a declared key prefix: ARGV[n] or KEYS[n]
+// declared one (prefixPositions), or a local that only ever holds one.
 func (l *linter) isPrefix(e ast.Expr) bool {
-	if len(l.prefixes) == 0 {
+	if len(l.prefixes) == 0 && len(l.keyPrefixes) == 0 {
 		return false
 	}
 	switch e := e.(type) {
@@ -1550,6 +1604,11 @@ func (l *linter) isPrefix(e ast.Expr) bool {
 				return l.prefixes[int(n)]
 			}
 		}
+		if id, ok := e.Object.(*ast.IdentExpr); ok && l.isGlobal(id, "KEYS") {
+			if _, n, ok := literalIndex(e.Key); ok {
+				return l.keyPrefixes[int(n)]
+			}
+		}
 	case *ast.IdentExpr:
 		v := l.lookup(e.Value)
 		return v != nil && v.assigned && v.prefix
@@ -1557,25 +1616,99 @@ func (l *linter) isPrefix(e ast.Expr) bool {
 	return false
 }
 
-// prefixPositions resolves Config.KeyPrefixArgs for a script: @arg names
-// and "ARGV[n]" give positions; names the script does not declare are
-// skipped.
-func prefixPositions(s *Script, names []string) map[int]bool {
-	if len(names) == 0 {
-		return nil
-	}
-	out := map[int]bool{}
-	for _, n := range names {
-		if rest, ok := strings.CutPrefix(n, "ARGV["); ok {
-			if i, err := strconv.Atoi(strings.TrimSuffix(rest, "]")); err == nil {
-				out[i] = true
-			}
-			continue
+// prefixPositions resolves the key prefixes of a script: Config's
+// KeyPrefixArgs, those of the overrides that match its file, and its
+// @prefix annotations, each an @arg or @key name, ARGV[n] or KEYS[n]. It
+// returns the ARGV and the KEYS positions that carry a prefix.
+func prefixPositions(s *Script, cfg Config) (args, keys map[int]bool) {
+	names := slices.Clone(cfg.KeyPrefixArgs)
+	for _, o := range cfg.Overrides {
+		if o.matches(s.File) {
+			names = append(names, o.KeyPrefixArgs...)
 		}
-		for i, a := range s.Args {
-			if a.Name == n && !a.Variadic {
-				out[i+1] = true
+	}
+	for _, a := range s.Prefixes {
+		names = append(names, a.Name)
+	}
+	for _, n := range names {
+		isKey, pos := resolveParam(s, n)
+		switch {
+		case pos == 0:
+		case isKey:
+			if keys == nil {
+				keys = map[int]bool{}
 			}
+			keys[pos] = true
+		default:
+			if args == nil {
+				args = map[int]bool{}
+			}
+			args[pos] = true
+		}
+	}
+	return args, keys
+}
+
+// KeyPrefixes lists the keys and args of s that carry a key prefix under
+// cfg (its KeyPrefixArgs, the overrides matching s's file, and s's
+// @prefix annotations), by name: keys first, in order.
+func KeyPrefixes(s *Script, cfg Config) []string {
+	args, keys := prefixPositions(s, cfg)
+	var out []string
+	for i, k := range s.Keys {
+		if keys[i+1] {
+			out = append(out, k.Name)
+		}
+	}
+	for i, a := range s.Args {
+		if args[i+1] {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+// resolveParam finds a key or an arg of s by @key or @arg name, or as
+// KEYS[n] or ARGV[n]; pos is 0 when there is none (a variadic one is
+// none: it is no single value).
+func resolveParam(s *Script, name string) (isKey bool, pos int) {
+	for _, t := range [...]struct {
+		table  string
+		isKey  bool
+		params []Param
+	}{{"KEYS[", true, s.Keys}, {"ARGV[", false, s.Args}} {
+		if rest, ok := strings.CutPrefix(name, t.table); ok {
+			if i, err := strconv.Atoi(strings.TrimSuffix(rest, "]")); err == nil && strings.HasSuffix(rest, "]") && i >= 1 {
+				return t.isKey, i
+			}
+			return false, 0
+		}
+		for i, p := range t.params {
+			if p.Name == name && !p.Variadic {
+				return t.isKey, i + 1
+			}
+		}
+	}
+	return false, 0
+}
+
+// annotationRefs reports the @prefix and @datakeys annotations that name
+// no key or arg of the script (@datakeys: no key).
+func annotationRefs(s *Script) []Diagnostic {
+	if s.badParams {
+		return nil // positions unknown: the @key or @arg finding says why
+	}
+	var out []Diagnostic
+	for _, a := range s.Prefixes {
+		if _, pos := resolveParam(s, a.Name); pos == 0 {
+			out = append(out, Diagnostic{File: s.File, Line: a.Line, Col: 1, Rule: RuleHeader, Severity: Error,
+				Message: fmt.Sprintf("@prefix %s names no @key or @arg of the script (nor KEYS[n], ARGV[n]; a variadic one is no single prefix)", a.Name)})
+		}
+	}
+	for _, a := range s.DataKeys {
+		if isKey, pos := resolveParam(s, a.Name); pos == 0 || !isKey {
+			out = append(out, Diagnostic{File: s.File, Line: a.Line, Col: 1, Rule: RuleHeader, Severity: Error,
+				Message: fmt.Sprintf("@datakeys %s names no @key of the script: name the key whose slot the keys read from data share", a.Name)})
 		}
 	}
 	return out

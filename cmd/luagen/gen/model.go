@@ -17,14 +17,20 @@ type Config struct {
 	// Findings of a rule that is "off" are dropped.
 	Rules     map[string]string
 	Overrides []Override
-	// KeyPrefixArgs names the args that carry a key prefix, by @arg name
-	// or as "ARGV[n]": ARGV[n] .. suffix (or a local holding ARGV[n],
-	// concatenated) is then a key for the non-key-argument rule. Use it
-	// for keys that a script derives from a prefix with a hash tag, such
-	// as "{queue}:", so that they share the slot of the declared keys.
-	// The generated functions check it before sending: the prefix must
-	// hold a hash tag, and every key the same one (ErrKeyPrefix).
+	// KeyPrefixArgs names, for every script, the args or keys that carry
+	// a key prefix, by @arg or @key name or as "ARGV[n]", "KEYS[n]":
+	// prefix .. suffix (or a local holding the prefix, concatenated) is
+	// then a key for the non-key-argument rule. Use it for keys that a
+	// script derives from a prefix with a hash tag, such as "{queue}:",
+	// so that they share the slot of the declared keys. Overrides (per
+	// file pattern) and @prefix (per script) declare more.
 	KeyPrefixArgs []string
+	// CheckKeyPrefixes makes the generated functions check, before
+	// sending, that every string arg declared a key prefix holds a hash
+	// tag and that every key of the call has the same one (an error
+	// wrapping luart.ErrKeyPrefix otherwise). Off by default: standalone
+	// Redis accepts any prefix.
+	CheckKeyPrefixes bool
 	// Library, when set, builds every script into one Redis Functions
 	// library of that name instead of EVALSHA scripts (see Generate).
 	Library string
@@ -64,6 +70,7 @@ func (c Config) FromFile(fc *FileConfig) Config {
 		return c
 	}
 	c.Rules, c.Overrides, c.KeyPrefixArgs, c.Library, c.Redis = fc.Rules, fc.Overrides, fc.KeyPrefixArgs, fc.Library, fc.Redis
+	c.CheckKeyPrefixes = fc.CheckKeyPrefixes
 	return c
 }
 
@@ -162,6 +169,14 @@ type Script struct {
 	// Functions are the functions a library registers, found by lint.
 	Functions []Function
 	HeaderEnd int // last line of the header comment block
+	// Prefixes are the @prefix annotations: @key or @arg names (or
+	// KEYS[n], ARGV[n]) whose value, concatenated, gives a key of the
+	// same slot (a hash-tagged "{queue}:" prefix).
+	Prefixes []Annotation
+	// DataKeys are the @datakeys annotations: the script reaches keys it
+	// reads from stored data (ids in a zset, a key in a hash field), in
+	// the slot of the named @key.
+	DataKeys []Annotation
 
 	ignores   map[int][]string // line -> silenced rules; an empty slice silences all
 	origins   []origin         // where each line of Source was written; nil without includes
@@ -169,6 +184,13 @@ type Script struct {
 	roLine    int  // line of @flag read-only
 	returnSet bool // @return was declared (even if it was rejected)
 	badParams bool // an @key or @arg was rejected: positions are unknown
+}
+
+// Annotation is a header annotation that names a key or an arg.
+type Annotation struct {
+	Name string // the @key or @arg name, or KEYS[n] / ARGV[n]
+	Doc  string // the rest of the line
+	Line int
 }
 
 // Function is one function a Functions library registers.

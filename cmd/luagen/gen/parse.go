@@ -33,7 +33,7 @@ var (
 	// ignoreText is the luagen:ignore comment at the end of a header line,
 	// with the "--" that opens it unless that is the line's own.
 	ignoreText = regexp.MustCompile(`(?:[ \t]*--+)?[ \t]*\bluagen:ignore\b.*$`)
-	knownTags  = []string{"name", "key", "arg", "return", "flag"}
+	knownTags  = []string{"name", "key", "arg", "return", "flag", "prefix", "datakeys"}
 	flagNames  = []string{"read-only", "idempotent"}
 	returnType = regexp.MustCompile(`^(\[\])?([a-z]+)(\?)?$`)
 	// Redis 7 accepts these flags in an EVAL script's shebang.
@@ -372,6 +372,21 @@ func parseTag(s *Script, n int, tag, rest string, add func(int, string, string, 
 			default:
 				add(n, RuleHeader, "unknown flag %q (known: %s)", f, strings.Join(flagNames, ", "))
 			}
+		}
+	case "prefix", "datakeys":
+		if len(fields) == 0 {
+			if tag == "prefix" {
+				add(n, RuleHeader, "@prefix names the @key or @arg that carries a key prefix: -- @prefix queue_prefix")
+			} else {
+				add(n, RuleHeader, "@datakeys names the @key whose slot the keys read from data share: -- @datakeys queue [description]")
+			}
+			return
+		}
+		a := Annotation{Name: fields[0], Doc: strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), fields[0])), Line: n}
+		if tag == "prefix" {
+			s.Prefixes = append(s.Prefixes, a)
+		} else {
+			s.DataKeys = append(s.DataKeys, a)
 		}
 	case "include":
 		// A directive expandIncludes did not take: it reported it.

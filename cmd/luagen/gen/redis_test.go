@@ -237,7 +237,7 @@ func TestFunctionsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs a generated package")
 	}
-	bin, dir := buildGenerated(t, "e2e_functions", Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}})
+	bin, dir := buildGenerated(t, "e2e_functions", Config{Src: "lua", Package: "e2e", Library: "e2e", KeyPrefixArgs: []string{"prefix"}, CheckKeyPrefixes: true})
 	cmd := exec.Command(bin, "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LUAGEN_E2E_ADDR="+redistest.Start(t))
