@@ -23,6 +23,8 @@ Commands:
   lint      print every finding about the scripts
   list      print each script's name, file, SHA1, keys, args, return and flags
   load      SCRIPT LOAD every script into Redis and verify its SHA1
+  init      write luagen.json at the module root with -src, -out, -pkg and
+            -redis, so that every command (check in CI) reads the same folders
   help      print this help
 
 Flags of every command:
@@ -37,6 +39,9 @@ Flags of lint and check:
 
 Flags of list:
   -json        print a JSON array instead of a table
+
+Flags of init:
+  -redis v     the oldest Redis version the scripts must run on ("6.2")
 
 Flags of load:
   -replace     for a Functions library: FUNCTION LOAD REPLACE
@@ -65,6 +70,7 @@ type options struct {
 	addr    string
 	cluster bool
 	timeout time.Duration
+	redis   string
 }
 
 // cli carries the output streams of one run.
@@ -91,6 +97,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	c.format = o.format
+	if o.cmd == "init" {
+		return c.initConfig(o)
+	}
 	fc, err := applyConfig(o)
 	if err != nil {
 		c.errorf("%v", err)
@@ -153,7 +162,7 @@ func (c *cli) parse(args []string) (*options, int) {
 	switch o.cmd {
 	case "help":
 		return o, 0
-	case "generate", "check", "lint", "list", "load":
+	case "generate", "check", "lint", "list", "load", "init":
 	default:
 		c.errorf("unknown command %q", o.cmd)
 		fmt.Fprint(c.stderr, usage)
@@ -172,6 +181,8 @@ func (c *cli) parse(args []string) (*options, int) {
 		fset.StringVar(&o.format, "format", "text", "")
 	case "list":
 		fset.BoolVar(&o.json, "json", false, "")
+	case "init":
+		fset.StringVar(&o.redis, "redis", "", "")
 	case "load":
 		fset.BoolVar(&o.replace, "replace", false, "")
 		def := os.Getenv("REDIS_URL")

@@ -234,6 +234,9 @@ func newParamData(keys, args []Param) paramData {
 // backing arrays come from one allocation instead of two (the boxed args
 // are still one each): a call costs one allocation less.
 func paramsBody(keys, args []Param) string {
+	if len(args) == 0 {
+		return "return k.keys(), nil" // a script without ARGV takes no Args
+	}
 	if len(keys) == 0 || len(args) == 0 || keys[len(keys)-1].Variadic || args[len(args)-1].Variadic {
 		return "return k.keys(), a.args()"
 	}

@@ -184,6 +184,7 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 	// A Functions library has no header: each function's annotations
 	// are in the comment block above it (see functionDocs).
 	inHeader := s.Library == ""
+	tagSeen := false // an annotation was met: later free text is not doc
 	for i := first; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		n := i + 1
@@ -213,14 +214,22 @@ func parseScriptAt(file string, src []byte, origins []origin) (*Script, []Diagno
 			continue
 		}
 		s.HeaderEnd = n
+		// The doc text is what comes before the first annotation: the
+		// comments after them (a licence, notes kept from a migrated
+		// script) are the script's own, not the Go doc's.
 		if !isComment {
-			s.Doc = append(s.Doc, "")
+			if !tagSeen {
+				s.Doc = append(s.Doc, "")
+			}
 			continue
 		}
 		if m == nil {
-			s.Doc = append(s.Doc, strings.TrimSpace(strings.TrimLeft(line, "-")))
+			if !tagSeen {
+				s.Doc = append(s.Doc, strings.TrimSpace(strings.TrimLeft(line, "-")))
+			}
 			continue
 		}
+		tagSeen = true
 		parseTag(s, n, m[1], strings.TrimSpace(m[2]), add)
 	}
 	s.Doc = trimDoc(s.Doc)
@@ -507,13 +516,13 @@ func scriptName(base string) (string, int) {
 	return b.String(), count
 }
 
-// reserved are the names of the shared generated file (Scripts, LoadAll,
-// LibraryName, LibrarySource) and those it declared before the runtime
-// moved to package luart (Script, Error, ErrPipeline, Retry, ErrKeyPrefix,
-// FunctionCaller): kept, so that no script's Go name changes with the move.
+// reserved are the names the shared generated file declares (Scripts,
+// LoadAll, and for a library LibraryName, LibrarySource): a script whose
+// Go names would take one of them takes the suffix Lua (scripts.lua gives
+// ScriptsLua). The runtime's names (Retry, Error, Script) live in package
+// luart, so retry.lua gives Retry.
 var reserved = map[string]bool{
-	"Script": true, "Scripts": true, "LoadAll": true, "Error": true, "ErrPipeline": true, "Retry": true,
-	"ErrKeyPrefix": true, "LibraryName": true, "LibrarySource": true, "FunctionCaller": true,
+	"Scripts": true, "LoadAll": true, "LibraryName": true, "LibrarySource": true,
 }
 
 // checkNames validates script names and finds Go identifiers declared twice.
@@ -533,8 +542,8 @@ func checkNames(scripts []*Script) []Diagnostic {
 		}
 		s.GoName = GoName(s.Name)
 		if slices.ContainsFunc(s.identifiers(), func(id string) bool { return reserved[id] }) {
-			// retry.lua would declare Retry, which the shared file
-			// declares: its names take the suffix Lua (RetryLua).
+			// scripts.lua would declare Scripts, which the shared file
+			// declares: its names take the suffix Lua (ScriptsLua).
 			s.GoName += "Lua"
 		}
 		ids := s.identifiers()

@@ -91,10 +91,10 @@ func TestReturnTypes(t *testing.T) {
 	if got, err := SetGet(ctx, c, SetGetKeys{Key: k}, SetGetArgs{Value: []byte("v\x00w")}); got != "v\x00w" || err != nil {
 		t.Errorf("SetGet = %q, %v", got, err)
 	}
-	if got, err := GetNullable(ctx, c, GetNullableKeys{Key: k}, GetNullableArgs{}); got == nil || *got != "v\x00w" || err != nil {
+	if got, err := GetNullable(ctx, c, GetNullableKeys{Key: k}); got == nil || *got != "v\x00w" || err != nil {
 		t.Errorf("GetNullable(set) = %v, %v", got, err)
 	}
-	if got, err := GetNullable(ctx, c, GetNullableKeys{Key: k + ":missing"}, GetNullableArgs{}); got != nil || err != nil {
+	if got, err := GetNullable(ctx, c, GetNullableKeys{Key: k + ":missing"}); got != nil || err != nil {
 		t.Errorf("GetNullable(missing) = %v, %v; want nil, nil", got, err)
 	}
 	if got, err := SetStatus(ctx, c, SetStatusKeys{Key: k}, SetStatusArgs{Value: "x"}); got != "OK" || err != nil {
@@ -129,7 +129,7 @@ func TestReturnTypes(t *testing.T) {
 	if err := c.Set(ctx, k+":2", "second", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := HelperKey(ctx, c, HelperKeyKeys{First: k + ":missing", Second: k + ":2"}, HelperKeyArgs{})
+	got, err := HelperKey(ctx, c, HelperKeyKeys{First: k + ":missing", Second: k + ":2"})
 	if err != nil || len(got) != 2 || got[0] != nil || got[1] == nil || *got[1] != "second" {
 		t.Errorf("HelperKey = %v, %v; want [nil second]", got, err)
 	}
@@ -169,7 +169,7 @@ func TestPipeline(t *testing.T) {
 		}
 	}
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		_, err := GetNullable(ctx, p, GetNullableKeys{Key: k}, GetNullableArgs{})
+		_, err := GetNullable(ctx, p, GetNullableKeys{Key: k})
 		return err
 	})
 	if !errors.Is(err, luart.ErrPipeline) {
@@ -185,8 +185,8 @@ func TestPipeline(t *testing.T) {
 	}
 	p := c.Pipeline()
 	set := SetStatusCmd(ctx, p, SetStatusKeys{Key: k}, SetStatusArgs{Value: "v"})
-	get := GetNullableCmd(ctx, p, GetNullableKeys{Key: k}, GetNullableArgs{})
-	missing := GetNullableCmd(ctx, p, GetNullableKeys{Key: k + ":missing"}, GetNullableArgs{})
+	get := GetNullableCmd(ctx, p, GetNullableKeys{Key: k})
+	missing := GetNullableCmd(ctx, p, GetNullableKeys{Key: k + ":missing"})
 	echo := EchoArgsCmd(ctx, p, EchoArgsKeys{}, EchoArgsArgs{Ratio: 2.5, On: true})
 	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
 		t.Fatalf("Exec: %v", err)

@@ -30,7 +30,7 @@ func TestLibrary(t *testing.T) {
 	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := Peek(ctx, c, PeekKeys{Counter: "e2e:c"}, PeekArgs{}); err != nil || v != nil {
+	if v, err := Peek(ctx, c, PeekKeys{Counter: "e2e:c"}); err != nil || v != nil {
 		t.Fatalf("Peek before any write: %v, %v; want nil, nil", v, err)
 	}
 	if n, err := Incr(ctx, c, IncrKeys{Counter: "e2e:c"}, IncrArgs{By: 3}); err != nil || n != 3 {
@@ -49,7 +49,7 @@ func TestLibrary(t *testing.T) {
 	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := Peek(ctx, c, PeekKeys{Counter: "e2e:c"}, PeekArgs{}); err != nil || v == nil || *v != 3 {
+	if v, err := Peek(ctx, c, PeekKeys{Counter: "e2e:c"}); err != nil || v == nil || *v != 3 {
 		t.Fatalf("Peek after FUNCTION FLUSH: %v, %v; want 3", v, err)
 	}
 	if err := LoadAll(ctx, c); err != nil {

@@ -25,10 +25,10 @@ func TestWrappers(t *testing.T) {
 	if n, err := IncrBy(ctx, rdb, IncrByKeys{Counter: "c"}, IncrByArgs{By: 5}); n != 5 || err != nil {
 		t.Fatalf("IncrBy = %d, %v", n, err)
 	}
-	if v, err := Peek(ctx, rdb, PeekKeys{Counter: "c"}, PeekArgs{}); v == nil || *v != "5" || err != nil {
+	if v, err := Peek(ctx, rdb, PeekKeys{Counter: "c"}); v == nil || *v != "5" || err != nil {
 		t.Fatalf("Peek = %v, %v", v, err)
 	}
-	if v, err := Peek(ctx, rdb, PeekKeys{Counter: "none"}, PeekArgs{}); v != nil || err != nil {
+	if v, err := Peek(ctx, rdb, PeekKeys{Counter: "none"}); v != nil || err != nil {
 		t.Fatalf("Peek of a missing key = %v, %v", v, err)
 	}
 	if err := rdb.ZAdd(ctx, "sched", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"}, redis.Z{Score: 9, Member: "c"}).Err(); err != nil {
