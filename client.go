@@ -208,22 +208,24 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
+	return c.newLock(name, KindReentrant, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
 }
 
 // newLock returns a handle of a new owner on lock name under protocol p.
-func (c *Client) newLock(name string, p protocol) *Lock {
+func (c *Client) newLock(name string, kind Kind, p protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
 		c:       c,
 		name:    name,
+		kind:    kind,
 		p:       p,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
-		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		latch:   keys.Tag(keys.UnlockLatchPrefix, name) + ":" + c.id + ":",
 		invalid: CheckName(name),
 		op:      newOpLock(),
 	}
 	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
+	l.h.life.afterFunc = c.cfg.afterFunc
 	return l
 }
 

@@ -38,17 +38,18 @@ const undoTimeout = 2 * time.Second
 type Lock struct {
 	c       *Client
 	name    string
+	kind    Kind // which lock: reentrant, fair, read, write, fenced, spin
 	p       protocol
 	field   string       // owner field C:H
-	latch   string       // unlock latch prefix: keys.Of(name).LatchPrefix + C + ":"
+	latch   string       // unlock latch prefix: tag(keys.UnlockLatchPrefix, name) + ":" + C + ":"
 	invalid error        // set by a bad name
 	op      opLock       // one acquisition or release of this handle at a time
 	h       hold         // the ownership state
 	token   atomic.Int64 // the fencing token of the latest acquisition (fenced lock); 0 for the others
-	// renewal is the watchdog entry of the handle's holds (the hold's
-	// entry), and renewalEnd its end callback, set by the first renew.
-	renewal    renew.Entry
-	renewalEnd func(gen uint64, how renew.End)
+	// entry is the watchdog entry of the handle's holds (the hold's
+	// lifetime's), and entryEnd its end callback, set by the first renew.
+	entry    renew.Entry
+	entryEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike

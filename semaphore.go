@@ -173,7 +173,14 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait time.Duration) e
 	return s.acquire(ctx, n, wait)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) error {
+func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) (err error) {
+	start := time.Now()
+	defer func() { s.c.acquired(ctx, subject{kind: KindSemaphore, name: s.name}, start, wait, false, err) }()
+	return s.take(ctx, n, wait)
+}
+
+// take is acquire without the event.
+func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 	if err := s.usable(ctx); err != nil {
 		return wrapErr(verbAcquire, s.name, err)
 	}

@@ -33,13 +33,13 @@ const (
 	claimPolls = 3
 )
 
-// newRequest returns a new request latch key of name: the request id is
+// newRequest returns a new unlock latch of a call on name: the request id is
 // 32 hex characters, as Redisson's.
 func newRequest(name string) (key, id string) {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	id = hex.EncodeToString(b[:])
-	return keys.Tag(keys.RequestPrefix, name) + ":" + id, id
+	return keys.Tag(keys.RequestLatchPrefix, name) + ":" + id, id
 }
 
 // dropLatch has the sweeper delete the request latch req once its call
