@@ -380,6 +380,66 @@ func (p *Permit) entryEnded(_ uint64, end renew.End) {
 	}
 }
 
+// UpdateLease sets a fixed lease on the permit, from now: it comes back to
+// the pool lease later unless released first, and nothing renews it any
+// more (Redisson's updateLeaseTime). Its Context then ends 1% of the lease
+// plus 2ms before that, as a lock's fixed lease does. It returns
+// ErrInvalid for a lease under 1ms or a nil ctx, ErrNotHeld when the
+// permit is not held any more (released, or its lease ran out), ErrLockLost
+// (the Context's cause) for a permit whose loss was found, ErrClosed, ctx's
+// error or the Redis error.
+func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
+	s := p.s
+	if err := s.plain().usable(ctx); err != nil {
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	if lease < time.Millisecond {
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalid, lease))
+	}
+	p.mu.Lock()
+	ended, entry := p.life.ended, p.life.entry
+	p.mu.Unlock()
+	switch {
+	case errors.Is(ended, ErrLockLost):
+		return wrapErr(verbUpdateLease, s.name, ended)
+	case ended != nil || p.released.Load():
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: permit %s", ErrNotHeld, p.ID()))
+	}
+	if entry != nil {
+		// No renewal sent meanwhile may stretch the new lease back to the
+		// watchdog's.
+		if err := entry.Pause(ctx); err != nil {
+			return wrapErr(verbUpdateLease, s.name, err)
+		}
+		defer entry.Resume()
+	}
+	start := time.Now()
+	var n int64
+	err := s.c.call(ctx, func(ctx context.Context) (err error) {
+		n, err = generated.ExpirableSemaphoreExtend(ctx, s.c.env.calls,
+			generated.ExpirableSemaphoreExtendKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel},
+			generated.ExpirableSemaphoreExtendArgs{LeaseMS: lease.Milliseconds(), Publish: s.c.env.publish, IDs: [][]byte{p.id}})
+		return err
+	})
+	if err != nil {
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n == 0 {
+		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
+		p.life.finish(err)
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	if p.life.ended != nil { // released or lost meanwhile
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: permit %s", ErrNotHeld, p.ID()))
+	}
+	p.life.expireAt(start, lease, func() {
+		p.end(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
+	})
+	return nil
+}
+
 // Release gives the permit back and wakes waiters. It returns ErrLockLost
 // (the Context's cause) for a permit whose loss a renewal found, ErrNotHeld
 // when the permit was not held any more otherwise (released before, its

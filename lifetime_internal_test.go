@@ -80,6 +80,22 @@ func TestLifetime_fixedLease_lossMargin(t *testing.T) {
 		}
 	})
 
+	// permitMargin checks that the last fixed-lease timer fires at least
+	// the margin before the deadline Redis holds for permit p.
+	permitMargin := func(t *testing.T, name string, p *Permit) {
+		t.Helper()
+		fire := rec.last(t)
+		score, err := rdb.ZScore(ctx, keys.Suffix(name, "timeout"), string(p.id)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.UnixMilli(int64(score)) // Redis's TIME when the lease was set + lease, in ms
+		if fire.Truncate(time.Millisecond).After(deadline.Add(-margin)) {
+			t.Errorf("the permit's Context ends %v before Redis's deadline (%s), want at least the margin %v",
+				deadline.Sub(fire), strconv.FormatFloat(score, 'f', 0, 64), margin)
+		}
+	}
+
 	t.Run("permit", func(t *testing.T) {
 		s := c.NewPermitExpirableSemaphore("lt-permit")
 		if _, err := s.TrySetPermits(ctx, 1); err != nil {
@@ -90,15 +106,53 @@ func TestLifetime_fixedLease_lossMargin(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Release(ctx)
-		fire := rec.last(t)
-		score, err := rdb.ZScore(ctx, keys.Suffix("lt-permit", "timeout"), string(p.id)).Result()
+		permitMargin(t, "lt-permit", p)
+	})
+
+	// A renewed permit given a fixed lease by UpdateLease leaves the
+	// watchdog and keeps the margin too; once released, it has no lease
+	// to update.
+	t.Run("permit UpdateLease", func(t *testing.T) {
+		s := c.NewPermitExpirableSemaphore("lt-update")
+		if _, err := s.TrySetPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.UnixMilli(int64(score)) // Redis's TIME at the acquisition + lease, in ms
-		if fire.Truncate(time.Millisecond).After(deadline.Add(-margin)) {
-			t.Errorf("the permit's Context ends %v before Redis's deadline (%s), want at least the margin %v",
-				deadline.Sub(fire), strconv.FormatFloat(score, 'f', 0, 64), margin)
+		if n := c.Stats().Watched; n != 1 {
+			t.Fatalf("%d watched before UpdateLease, want the permit", n)
+		}
+		if err := p.UpdateLease(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Stats().Watched; n != 0 {
+			t.Errorf("%d watched after UpdateLease, want 0: a fixed lease is not renewed", n)
+		}
+		permitMargin(t, "lt-update", p)
+		if err := p.UpdateLease(ctx, 0); !errors.Is(err, ErrInvalid) {
+			t.Errorf("UpdateLease(0) = %v, want ErrInvalid", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.UpdateLease(ctx, lease); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("UpdateLease after Release = %v, want ErrNotHeld", err)
+		}
+		// A permit given back behind the handle's back: Redis says so.
+		q, err := s.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseID(ctx, q.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.UpdateLease(ctx, lease); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("UpdateLease of a permit released by id = %v, want ErrNotHeld", err)
+		}
+		if !errors.Is(context.Cause(q.Context()), ErrNotHeld) {
+			t.Errorf("its Context's cause %v, want ErrNotHeld", context.Cause(q.Context()))
 		}
 	})
 }
