@@ -445,7 +445,7 @@ func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 // when the permit was not held any more otherwise (released before, its
 // fixed lease ran out and it was given back), ErrInvalid for a nil ctx,
 // ErrClosed, ctx's error or the Redis error. A release whose reply was lost
-// is sent again under its request latch, so it counts once.
+// is sent again under its unlock latch, so it counts once.
 func (p *Permit) Release(ctx context.Context) error {
 	s := p.s
 	if ctx == nil {

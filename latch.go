@@ -76,7 +76,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, er
 
 // CountDown decrements the count; at zero the latch opens and every Await
 // returns. Counting down an open latch does nothing. A count down whose
-// reply was lost is sent again under its request latch, so it counts once
+// reply was lost is sent again under its unlock latch, so it counts once
 // (Redisson never resends one for that reason). It returns ErrInvalid,
 // ErrClosed, ctx's error or the Redis error.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {

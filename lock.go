@@ -364,8 +364,9 @@ func (l *Lock) unlock(ctx context.Context) error {
 	return l.h.released(r, res)
 }
 
-// latchKey returns the latch key of a new release request: the lock's latch
-// prefix, the client id and a number no other request of the client has.
+// latchKey returns the unlock latch of a new release: the lock's unlock
+// latch prefix, the client id and a number no other release of the client
+// has.
 func (l *Lock) latchKey() string {
 	var num [20]byte
 	var b strings.Builder

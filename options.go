@@ -127,11 +127,12 @@ type Options struct {
 	ClientID string
 
 	// Logger, when set, receives what happens away from the caller's
-	// calls: renewal failures and lost locks (Warn), pub/sub reconnects and
-	// holds that Close stopped renewing (Info), and acquisitions that gave
-	// up (Info when their wait ran out, Warn when Redis did not answer),
-	// each with the lock's name and owner field. Nothing is logged on the
-	// way of a lock or unlock that succeeds. Some records are written while
+	// calls: renewal failures and losses (Warn), pub/sub reconnects and
+	// holds and permits that Close stopped renewing (Info), and
+	// acquisitions that gave up (Info when their wait ran out, Warn when
+	// Redis did not answer), each with the object's kind, name and owner.
+	// Nothing is logged on the way of an acquisition or a release that
+	// succeeds. Some records are written while
 	// the client holds internal locks: its handler must not call the Client
 	// or its locks, and should not block. Default nil: silent.
 	Logger *slog.Logger

@@ -249,7 +249,7 @@ func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 // Release gives n permits back and wakes waiters. Anyone may release, and
 // permits that were never taken are added: the semaphore has no upper
 // bound (as Redisson's). A release whose reply was lost is sent again
-// under its request latch, so it counts once. It returns ErrInvalid for
+// under its unlock latch, so it counts once. It returns ErrInvalid for
 // n < 1 or a bad name, ErrClosed, ctx's error or the Redis error.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.usable(ctx); err != nil {

@@ -42,7 +42,7 @@ func newRequest(name string) (key, id string) {
 	return keys.Tag(keys.RequestLatchPrefix, name) + ":" + id, id
 }
 
-// dropLatch has the sweeper delete the request latch req once its call
+// dropLatch has the sweeper delete the unlock latch req once its call
 // got Redis's reply (err is nil or Redis's error): nothing resends it any
 // more. Left alone it would live Options.UnlockLatch.
 func (c *Client) dropLatch(err error, req string) {
@@ -59,7 +59,7 @@ func checkCount(what string, n, min int64) error {
 	return nil
 }
 
-// call runs f, resending it after a transient error (f's request latch
+// call runs f, resending it after a transient error (f's unlock latch
 // replays a first send that took effect) with the client's backoff until
 // ctx ends. When ctx ends with f's outcome unknown, f is sent once more
 // under a short context of its own, so that a resend after a lost reply
