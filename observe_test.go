@@ -264,16 +264,26 @@ func TestOptions_Observer_noAllocs(t *testing.T) {
 		}
 		return m
 	}
-	base, with := least(plain), least(observed)
-	t.Logf("lock+unlock on miniredis: %.1f allocations without, %.1f with an Observer and a Logger", base, with)
 	// One allocation of slack: AllocsPerRun counts every goroutine's
 	// allocations, averaged and rounded down, and the client's background
 	// work (the latch sweeper's round trips, one per 20ms of releases)
-	// varies with how long the runs take. An Observer or a Logger that
-	// allocated on this path would add at least one per event, three or
-	// more per lock+unlock.
+	// varies with how long the runs take, by up to about 3 of some 1655
+	// on miniredis. An Observer or a Logger that allocated on this path
+	// would add at least one per event, two or more per lock+unlock, in
+	// every round: a round over the slack is measured again, up to three
+	// rounds, and the test fails when every round is over.
+	// (TestClient_events_noAllocs counts the event path alone: 0.)
+	var base, with float64
+	for round := 1; round <= 3; round++ {
+		n = 0
+		base, with = least(plain), least(observed)
+		t.Logf("round %d: lock+unlock on miniredis: %.1f allocations without, %.1f with an Observer and a Logger", round, base, with)
+		if with <= base+1 {
+			break
+		}
+	}
 	if with > base+1 {
-		t.Errorf("lock+unlock: %.1f allocations with an Observer and a Logger, %.1f without", with, base)
+		t.Errorf("lock+unlock: %.1f allocations with an Observer and a Logger, %.1f without, in each of 3 rounds", with, base)
 	}
 	if n < 2*5*200 {
 		t.Errorf("the Observer saw %d events, want at least %d", n, 2*5*200)
