@@ -28,7 +28,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(name); err != nil {
 		return usagef(stderr, "unlock: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, _, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
@@ -38,7 +38,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts, time.Time{})
+	rdb, err := connect(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
