@@ -92,7 +92,7 @@ func TestObserver_kinds(t *testing.T) {
 			c := lkClient(t, rdb, lualock.Options{
 				Observer:      rec.observer(),
 				Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
-				WatchdogLease: 300 * time.Millisecond, // a renewal every 100ms
+				WatchdogLease: 1500 * time.Millisecond, // a renewal every 500ms: a permit lives through a stall of 1.5s
 			})
 			ctx := context.Background()
 

@@ -326,7 +326,7 @@ func TestInstrumentation_kinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := lualock.New(rdb, lualock.Options{WatchdogLease: 300 * time.Millisecond, Observer: otl.Observer()})
+			c, err := lualock.New(rdb, lualock.Options{WatchdogLease: 1500 * time.Millisecond, Observer: otl.Observer()})
 			if err != nil {
 				t.Fatal(err)
 			}
