@@ -16,7 +16,9 @@ GO          ?= go
 # loaded 2-core machine.
 GOTESTFLAGS ?= -race -count=1 -timeout 20m -p 1
 PKGS        ?= ./...
-LUAGEN      := $(GO) run ./cmd/luagen
+# luagen is a module of its own (cmd/luagen); lualock's go.mod names it with
+# a tool line (and a replace to the folder), so `go tool luagen` builds it.
+LUAGEN      := $(GO) tool luagen
 # staticcheck at the version pinned by the tool line in tools/go.mod (a module
 # of its own, so its dependencies stay out of lualock's go.mod). `go tool -n`
 # builds it once into the build cache and prints its path.
@@ -25,15 +27,17 @@ STATICCHECK  = $$(cd tools && $(GO) tool -n staticcheck)
 # Tracked and new (not ignored) Go files that exist on disk, for gofmt.
 GOFILES = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
 
-.PHONY: help test test-short load generate check redis
+.PHONY: help test test-short load test-floor generate check redis
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 # Modules of this repository besides the root one that `test` and `check`
-# cover (bench/ has its own smoke test in .ci/run and is only checked).
-EXTRA_MODULES := extra/lualockotel
+# cover (bench/ has its own smoke test in .ci/run and is only checked):
+# luart (the runtime of generated code), cmd/luagen (the generator) and
+# extra/lualockotel.
+EXTRA_MODULES := luart cmd/luagen extra/lualockotel
 
 # go test shows a passing package's output only with -v, so the harness's
 # loud skip message would go unseen: say it here, once, after the run.
@@ -90,6 +94,21 @@ LOAD_LIMIT ?= 3600
 LOAD_CMD   ?= $(MAKE) test-short
 load: ## run LOAD_CMD (default make test-short) LOAD_RUNS times under two busy loops (scripts/load.sh)
 	scripts/load.sh -l 2 -r $(LOAD_RUNS) -t $(LOAD_LIMIT) -- $(LOAD_CMD)
+
+# The floor of luart, the runtime of generated code: the oldest go-redis v9
+# (luart/go.mod) and Go (its go directive) it supports, with that Go
+# toolchain (downloaded by the go command: GOTOOLCHAIN). FLOOR_TOOLCHAIN=local
+# uses the installed one.
+FLOOR_TOOLCHAIN ?= go1.18.10
+GOREDIS_CURRENT  = $$(sed -n 's/^[[:space:]]*github.com\/redis\/go-redis\/v9 \(v[^ ]*\).*/\1/p' go.mod)
+
+test-floor: ## luart at its floor (go-redis v9.0.0, Go 1.18) and at lualock's go-redis; a consumer module at the floor and at lualock's versions
+	cd luart && GOTOOLCHAIN=$(FLOOR_TOOLCHAIN) $(GO) test -count=1 ./...
+	cd cmd/luagen && LUAGEN_FLOOR_TOOLCHAIN=$(FLOOR_TOOLCHAIN) $(GO) test -count=1 -run '^TestConsumerFloor$$' ./gen
+	@tmp=$$(mktemp -d) && cp luart/go.mod luart/go.sum "$$tmp/" && v=$(GOREDIS_CURRENT) && \
+	echo "cd luart && go test with go-redis $$v (a copy of go.mod: -modfile)" && \
+	(cd luart && $(GO) get -modfile="$$tmp/go.mod" github.com/redis/go-redis/v9@$$v && \
+		$(GO) test -race -count=1 -modfile="$$tmp/go.mod" ./...); status=$$?; rm -rf "$$tmp"; exit $$status
 
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
