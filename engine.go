@@ -348,8 +348,12 @@ func ctxErr(ctx context.Context, last error) error {
 }
 
 // cleanupWait bounds the clean-up that end does before the acquire call
-// returns; what is not done by then goes on in the background.
-const cleanupWait = 100 * time.Millisecond
+// returns; what is not done by then goes on in the background. It is long
+// enough for a Redis that answers slowly (a loaded machine took over
+// 100ms for the leave, and a caller found a cancelled waiter still queued
+// after the call returned), short enough that a Redis that stops
+// answering at that moment does not hold the call up long.
+const cleanupWait = time.Second
 
 // end runs when the acquire call returns: it drops the subscription and,
 // when the lock was not obtained, gives back a hold that an attempt with a

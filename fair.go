@@ -33,8 +33,9 @@ const fairMinWait = 10 * time.Millisecond
 //     tombstone, which the queue pops when it reaches the head: every fair
 //     script costs Redis O(log N) in the queue's length, see
 //     docs/PROTOCOL.md). When Redis answered its last attempt, that is
-//     done before the call returns; otherwise it is done in the background
-//     (Close waits for it), and the handle's next call waits for it too.
+//     done before the call returns (unless Redis then takes over a second
+//     to answer); otherwise it is done in the background (Close waits for
+//     it), and the handle's next call waits for it too.
 //   - Each waiter has a wait budget (Options.FairWait, default 5 minutes, or
 //     the one given to NewFairLockWait): a
 //     waiter that has not asked again within its budget counts as gone and
