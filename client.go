@@ -16,6 +16,7 @@ import (
 
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/track"
 	"github.com/lualock/lualock/internal/wake"
 	"github.com/lualock/lualock/luart"
 )
@@ -41,8 +42,9 @@ type Client struct {
 	wd      *renew.Watchdog
 	ctx     context.Context // cancelled by Close: ends background calls in flight
 	cancel  context.CancelFunc
-	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
-	latches *latchSweeper // deletes the latches of releases that got their reply
+	hub     *wake.Hub      // wakes waiters (pub/sub)
+	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
+	latches *latchSweeper  // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
 	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight
@@ -107,6 +109,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
+	c.track = newTracker(c)
 	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }
@@ -137,6 +140,9 @@ func (c *Client) Close() error {
 	}
 	defer close(c.done)
 	c.cancel()
+	if c.track != nil {
+		c.track.Close()
+	}
 	c.wd.Close()
 	err := c.hub.Close()
 	c.bgMu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/track"
 )
 
 // PermitExpirableSemaphore is a handle on Redisson's
@@ -224,6 +225,7 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 	}
 	p := &Permit{s: s, id: id}
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
+	defer func() { p.watch = s.c.watchPermit(p, start, lease) }()
 	if lease > 0 {
 		p.timer = time.AfterFunc(time.Until(start.Add(lease)), func() {
 			p.cancel(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
@@ -313,8 +315,9 @@ type Permit struct {
 	id       []byte
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	timer    *time.Timer // a fixed lease's end
-	entry    renew.Entry // its watchdog entry, without a fixed lease
+	timer    *time.Timer  // a fixed lease's end
+	entry    renew.Entry  // its watchdog entry, without a fixed lease
+	watch    *track.Watch // the hold tracker's watch (nil: none)
 	released atomic.Bool
 }
 
@@ -336,6 +339,7 @@ func (p *Permit) end(cause error) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+	p.watch.Stop()
 	p.entry.Stop()
 	p.entry.Remove()
 	p.cancel(cause)

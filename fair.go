@@ -123,9 +123,6 @@ func (p *fair) queues() bool { return true }
 // channel is the waiter's own channel: a release wakes the head only.
 func (p *fair) channel(field string) string { return p.k.WaiterChannel(field) }
 
-// holdChannel is the lock's channel, where force releases publish.
-func (p *fair) holdChannel() string { return p.k.Channel }
-
 // timer: told "wait 0" (as 1ms) fairMinRetry, any other wait from
 // fairMinWait, so that a waiter follows a real wait and is not late for
 // the deadline it waits for; capped at half the wait budget, so that a

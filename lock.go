@@ -279,7 +279,7 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
+func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.

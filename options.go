@@ -114,19 +114,16 @@ type Options struct {
 	// not close it. Default nil: the redis client runs them.
 	Scripter redis.Scripter
 
-	// WatchHolds makes every held lock listen on its lock's channel while
-	// it is held, so that a force release (ForceUnlock, Redisson's
-	// forceUnlock) ends the hold's Context with ErrLockLost within
-	// milliseconds instead of at the next renewal (WatchdogLease/3 later; for
-	// a fixed lease, not before the lease runs out). It costs one channel
-	// subscription per held lock name on the shared pub/sub connection
-	// (SUBSCRIBE when a hold begins, UNSUBSCRIBE SubscriptionLinger after it
-	// ends) and one HEXISTS per message heard while held. Redisson's
-	// forceUnlock of a fair lock publishes only to the head of its queue, so
-	// a fair hold hears this package's ForceUnlock but not Redisson's. See
-	// the README (Losing a lock) for the figures behind the default.
-	// Default false.
-	WatchHolds bool
+	// NoHoldTracking turns off the hold tracker. By default every hold (a
+	// lock's, write or read, and a permit) is watched through Redis's
+	// client-side caching on a connection of the client's own per Redis
+	// node: any change that ends the hold in Redis (a delete, an expiry, a
+	// force unlock by anyone, FLUSHALL, an overwrite, a restart that lost
+	// it) ends its Context with ErrLockLost within milliseconds (see
+	// docs/GUIDE.md, Losing a lock). Without it a loss is noticed at the
+	// next renewal (WatchdogLease/3 later; for a fixed lease, when it runs
+	// out). Default false.
+	NoHoldTracking bool
 
 	// ClientID is the client id C of the owner fields C:H. Default: a random
 	// UUID v4. Set it only to recognise a process's holds from outside; two

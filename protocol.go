@@ -38,9 +38,6 @@ type protocol interface {
 	// channel is where a waiter of field is woken ("" : no pub/sub; the
 	// engine then backs off between attempts).
 	channel(field string) string
-	// holdChannel is where a force release of a hold is announced, which a
-	// hold watcher (Options.WatchHolds) listens to.
-	holdChannel() string
 	// timer bounds the fallback timer of a waiter told to wait ttl.
 	timer(ttl time.Duration) (floor, ceil time.Duration)
 	// renewal is how the watchdog renews a hold taken without a lease.

@@ -115,7 +115,6 @@ func b2i(b bool) int64 {
 func (p rwEnv) leave(context.Context, string) error { return nil }
 func (p rwEnv) queues() bool                        { return false }
 func (p rwEnv) channel(string) string               { return p.ch }
-func (p rwEnv) holdChannel() string                 { return p.ch }
 
 // timer: as the reentrant lock's (any wait from 1ms, capped by
 // Options.MaxWaitTimer).

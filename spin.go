@@ -49,6 +49,5 @@ func (p *spin) forceRelease(ctx context.Context, latch string) (bool, error) {
 }
 
 func (p *spin) channel(string) string { return "" }
-func (p *spin) holdChannel() string   { return "" }
 
 func (p *spin) spinBackoff() (first, max time.Duration) { return spinFirst, spinMax }
