@@ -2,6 +2,7 @@ package lualock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -67,8 +68,9 @@ type holdEnv interface {
 type renewal interface {
 	Pause(ctx context.Context) error // no renewal runs or starts until Resume
 	Resume()
-	Stop()        // renew no more, still report the expiry
-	Remove() bool // forget it: no end is reported after
+	Stop()              // renew no more, still report the expiry
+	Remove() bool       // forget it: no end is reported after
+	Renewed() time.Time // when its lease was last set
 }
 
 // hold is the ownership state of a handle: a state machine whose
@@ -300,6 +302,17 @@ func (h *hold) expire(gen uint64, cause error) {
 	defer h.mu.Unlock()
 	switch {
 	case !h.current(gen):
+	case (h.state == releasing || h.state == unsettled) && h.holds == 1:
+		// The release of the last hold stopped the renewals: the lease
+		// ran out after Unlock began, while its release was held up.
+		// Nothing took the lock away.
+		h.cause = errRanOutInRelease
+		if h.state == unsettled {
+			h.cause = nil
+			h.watched = false
+			h.entry.Remove()
+		}
+		h.endContext(errRanOutInRelease)
 	case h.state == releasing:
 		h.cause = cause
 		h.endContext(cause)
@@ -307,6 +320,24 @@ func (h *hold) expire(gen uint64, cause error) {
 		h.state, h.cause = lost, cause
 		h.finish(cause)
 	}
+}
+
+// errRanOutInRelease ends a hold whose lease ran out after the release of
+// its last hold began (which stops the renewals), before the release
+// landed.
+var errRanOutInRelease = fmt.Errorf("%w: the lease ran out while the release was held up (Unlock had stopped renewing it)", ErrNotHeld)
+
+// ranOutInRelease reports whether the lease of a last hold under the
+// watchdog, whose release r stopped the renewals, may have run out by now
+// (less the margin). h.mu is held.
+func (h *hold) ranOutInRelease(r release, pending error) bool {
+	if !r.watched || r.holds != 1 {
+		return false
+	}
+	if errors.Is(pending, errRanOutInRelease) {
+		return true
+	}
+	return time.Since(h.entry.Renewed()) >= h.watchdogLease-renew.LossMargin(h.watchdogLease)
 }
 
 // watcherLost is lose for a hold watcher's finding, while w is still the
@@ -385,10 +416,9 @@ type release struct {
 
 // beginRelease starts the release of one hold: held, lapsed or unsettled
 // to releasing. It returns ErrNotHeld when free; in lost it counts one
-// hold down (free after the last) and returns the loss. detached says the
-// caller's context has ended: for the last hold under the watchdog, the
-// watchdog stops renewing at once.
-func (h *hold) beginRelease(newLatch func() string, detached bool) (release, error) {
+// hold down (free after the last) and returns the loss. For the last
+// hold under the watchdog, the watchdog stops renewing at once.
+func (h *hold) beginRelease(newLatch func() string) (release, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch h.state {
@@ -405,7 +435,11 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 		panic("lualock: hold: two releases at once")
 	}
 	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
-	if detached && r.holds == 1 && r.watched {
+	if r.holds == 1 && r.watched {
+		// The release of the last hold stops the renewals first: the
+		// caller is done with the lock. If the network holds the release
+		// up past the lease, the lock expires by this Unlock's doing,
+		// which is no loss (see released).
 		h.entry.Stop()
 	}
 	if !r.resend {
@@ -511,6 +545,13 @@ func (h *hold) released(r release, res *int64) error {
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
+	case res == nil && h.ranOutInRelease(r, pending):
+		// The release found the lock gone after its lease ran out: the
+		// renewals had stopped when Unlock began, while the hold was
+		// live. The lock is free, as asked; nothing took it away.
+		h.state, h.holds = free, 0
+		h.finish(errRanOutInRelease)
+		return errRanOutInRelease
 	case res == nil && r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each

@@ -321,8 +321,12 @@ func supervise(sup *supervisor, release func() error, hold context.Context, a *l
 	if lost != nil {
 		return exitLost
 	}
-	if err := release(); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
-		return exitLost // gone before the release: the command may have run without it
+	// The hold was live when the command exited: it ran under the lock.
+	// Only a loss the release finds (taken away before a renewal or the
+	// tracker noticed) may have come while it ran; a release held up
+	// past the lease, or unconfirmed, is a warning.
+	if err := release(); errors.Is(err, lualock.ErrLockLost) {
+		return exitLost
 	}
 	return status
 }
@@ -334,8 +338,10 @@ func release(lock *lualock.Lock, name string, stderr io.Writer) error {
 	err := lock.Unlock(ctx)
 	switch {
 	case err == nil:
-	case errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld):
+	case errors.Is(err, lualock.ErrLockLost):
 		fmt.Fprintf(stderr, "lualock: lock %s lost: %v\n", name, clean(err))
+	case errors.Is(err, lualock.ErrNotHeld):
+		fmt.Fprintf(stderr, "lualock: warning: lock %s was gone when its release landed: %v\n", name, clean(err))
 	default:
 		fmt.Fprintf(stderr, "lualock: release lock %s: %v (it expires when its lease runs out)\n", name, clean(err))
 	}
