@@ -198,12 +198,17 @@ type Stats struct {
 	Waiters       int // goroutines waiting for a release message
 	Subscriptions int // channels subscribed; with PubSubBoth, once per kind
 	PubSubConns   int // pub/sub connections open: 1 at most with plain pub/sub, one per primary with waiters with sharded pub/sub on a cluster
+	Tracked       int // holds the hold tracker watches
+	TrackingConns int // the hold tracker's connections open: one per node (primary) that served a tracked hold
 }
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
 	s := Stats{Watched: c.wd.Len()}
 	s.Waiters, s.Subscriptions, s.PubSubConns = c.hub.Counts()
+	if c.track != nil {
+		s.Tracked, s.TrackingConns = c.track.Counts()
+	}
 	return s
 }
 

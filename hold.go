@@ -96,7 +96,7 @@ type hold struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	expiry    *time.Timer  // fixed lease: ends ctx when the lease runs out
-	watcher   *holdWatcher // Options.WatchHolds: the hold listens on its channel
+	watcher   *holdWatcher // the hold tracker's watch of the hold (nil: none)
 	acquiring int          // acquire calls of this handle under way
 }
 
@@ -448,9 +448,8 @@ func (h *hold) beginRelease(newLatch func() string) (release, error) {
 	r.latch = h.latch
 	h.state, h.cause = releasing, nil
 	if r.holds == 1 {
-		// The last release publishes on the lock's channel: the handle's
-		// own hold watcher (Options.WatchHolds) must not take it for a
-		// force unlock.
+		// The last release deletes the key the hold is tracked by: the
+		// hold watcher must not take that for a loss.
 		h.unwatch()
 	}
 	return r, nil

@@ -376,9 +376,9 @@ func (l *Lock) latchKey() string {
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
-// lost at their next renewal, or within milliseconds when their client has
-// Options.WatchHolds (it publishes on the lock's channel, for the fair lock
-// too); this handle's own hold ends with ErrNotHeld.
+// lost within milliseconds through their client's hold tracker (at their
+// next renewal with Options.NoHoldTracking); this handle's own hold ends
+// with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
 // It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when

@@ -15,10 +15,10 @@ end
 
 local left = {}
 for i = 1, #KEYS do
-  local kind = redis.call('type', KEYS[i]).ok
-  if kind ~= 'hash' and kind ~= 'none' then
-    left[i] = -3
-  elseif redis.call('hexists', KEYS[i], ARGV[i]) == 1 then
+  local found = redis.pcall('hexists', KEYS[i], ARGV[i])
+  if type(found) == 'table' and found.err then
+    left[i] = -3 -- WRONGTYPE: not a hash
+  elseif found == 1 then
     left[i] = redis.call('pttl', KEYS[i])
   else
     left[i] = -2

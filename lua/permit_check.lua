@@ -21,13 +21,13 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local left = {}
 for i = 1, #KEYS do
-  local kind = redis.call('type', KEYS[i]).ok
+  local score = redis.pcall('zscore', KEYS[i], ARGV[i])
   local deadline = nil
-  if kind == 'zset' then
-    deadline = tonumber(redis.call('zscore', KEYS[i], ARGV[i]))
+  if type(score) ~= 'table' then
+    deadline = tonumber(score)
   end
-  if kind ~= 'zset' and kind ~= 'none' then
-    left[i] = -3
+  if type(score) == 'table' and score.err then
+    left[i] = -3 -- WRONGTYPE: not a zset
   elseif deadline and deadline > now then
     left[i] = deadline - now
   else

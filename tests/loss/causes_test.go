@@ -184,38 +184,49 @@ func TestLoss_noFalseLoss(t *testing.T) {
 // A restart that lost the keys is noticed when the server answers again,
 // not at the next renewal: on a server and a cluster of the test's own.
 func TestLoss_restart(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			rdb, nodeOf := ownServers(t, cluster)
+			restartCase(t, rdb, nodeOf)
+		})
+	}
+}
+
+// ownServers starts a server, or a cluster, of the caller's own (stopped
+// by its cleanup) and returns a client on it and the node that serves a
+// name.
+func ownServers(tb testing.TB, cluster bool) (redis.UniversalClient, func(name string) *harness.Server) {
+	tb.Helper()
+	if !cluster {
 		s, err := harness.Start(harness.Options{})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		defer s.Stop()
+		tb.Cleanup(s.Stop)
 		rdb := s.Client()
-		defer rdb.Close()
-		restartCase(t, rdb, func(string) *harness.Server { return s })
-	})
-	t.Run("cluster", func(t *testing.T) {
-		cl, err := harness.StartClusterE(harness.ClusterOptions{})
+		tb.Cleanup(func() { _ = rdb.Close() })
+		return rdb, func(string) *harness.Server { return s }
+	}
+	cl, err := harness.StartClusterE(harness.ClusterOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Stop)
+	rdb := cl.Client()
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb, func(name string) *harness.Server {
+		n, err := rdb.MasterForKey(context.Background(), name)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		defer cl.Stop()
-		rdb := cl.Client()
-		defer rdb.Close()
-		restartCase(t, rdb, func(name string) *harness.Server {
-			n, err := rdb.MasterForKey(context.Background(), name)
-			if err != nil {
-				t.Fatal(err)
+		for _, s := range cl.Nodes() {
+			if s.Addr() == n.Options().Addr {
+				return s
 			}
-			for _, s := range cl.Nodes() {
-				if s.Addr() == n.Options().Addr {
-					return s
-				}
-			}
-			t.Fatalf("no node at %s", n.Options().Addr)
-			return nil
-		})
-	})
+		}
+		tb.Fatalf("no node at %s", n.Options().Addr)
+		return nil
+	}
 }
 
 func restartCase(t *testing.T, rdb redis.UniversalClient, nodeOf func(name string) *harness.Server) {
