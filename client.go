@@ -234,7 +234,7 @@ func (c *Client) newLock(name string, p protocol) *Lock {
 		invalid: CheckName(name),
 		op:      newOpLock(),
 	}
-	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
+	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease, unlockLatch: c.cfg.UnlockLatch}
 	return l
 }
 

@@ -81,6 +81,7 @@ type renewal interface {
 type hold struct {
 	env           holdEnv
 	watchdogLease time.Duration
+	unlockLatch   time.Duration // Options.UnlockLatch
 
 	mu        sync.Mutex
 	state     holdState
@@ -535,11 +536,13 @@ func (h *hold) released(r release, res *int64) error {
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == nil && r.resend && r.holds == 1:
-		// The release was sent before without a reply, and its latch has
-		// expired: the lock is gone because that send released it, or
-		// because it was lost before. Either way this hold has ended, as
-		// the caller asked; nothing says it was taken away.
+	case res == nil && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
+		// The release was sent before without a reply (by an earlier
+		// Unlock, or by a retry within this one, which lasted past the
+		// latch), and its latch may have expired: the lock is gone because
+		// that send released it, or because it was lost before. Either way
+		// this hold has ended, as the caller asked; nothing says it was
+		// taken away.
 		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
 		h.state, h.holds = free, 0
 		h.finish(cause)

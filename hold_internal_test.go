@@ -38,7 +38,7 @@ func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 
 func newTestHold() (*hold, *fakeHoldEnv) {
 	env := &fakeHoldEnv{}
-	return &hold{env: env, watchdogLease: 30 * time.Second}, env
+	return &hold{env: env, watchdogLease: 30 * time.Second, unlockLatch: 10 * time.Second}, env
 }
 
 func latchFunc() string { return "latch:1" }

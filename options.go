@@ -43,8 +43,9 @@ type Options struct {
 	// path), so only the latches of releases whose reply was lost live this
 	// long. Past the latch the release still is not applied twice (it names
 	// the hold count it releases from), but the resend of a last hold's
-	// release (the next Unlock or Lock of the handle) then finds the lock
-	// gone and cannot tell whether its first send released it or the lock
+	// release (the next Unlock or Lock of the handle, or a retry within
+	// one Unlock that lasted past the latch) then finds the lock gone and
+	// cannot tell whether its first send released it or the lock
 	// was lost before: it reports ErrNotHeld, and the hold's Context ends
 	// with ErrNotHeld. Keep it above the time go-redis may take to resend a
 	// command (ReadTimeout x (MaxRetries+1), 12s with go-redis's defaults at

@@ -139,20 +139,29 @@ type Watch struct {
 
 // Watch starts watching target: lost is called once, on a goroutine of
 // the tracker, when a check finds the hold gone, unless Stop came first.
-// Its first check is sent at once. It returns nil after Close.
+// Its first check is sent at once. It returns nil after Close. It sends
+// nothing itself and does not wait: on a cluster (Config.Slot set) the
+// key's node is found on a goroutine of the tracker, since Addr may ask
+// Redis.
 func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
 	w := &Watch{t: t, target: target, lost: lost}
-	addr, err := t.d.Addr(t.ctx, target.Key)
+	var addr string
+	var err error
+	if t.cfg.Slot == nil {
+		addr, err = t.d.Addr(t.ctx, target.Key)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	switch {
+	case t.closed:
 		return nil
-	}
-	if err != nil {
+	case t.cfg.Slot != nil:
+		w.timer = time.AfterFunc(0, w.due)
+	case err != nil:
 		w.retry() // placed again after the backoff
-		return w
+	default:
+		t.place(w, addr)
 	}
-	t.place(w, addr)
 	return w
 }
 
@@ -676,7 +685,7 @@ type loss struct {
 // replied handles the reply v of s. t.mu is held; it returns the losses
 // to report once it is released.
 func (n *node) replied(s sent, v value) []loss {
-	if s.check == nil {
+	if s.check == nil || n.t.closed {
 		return nil
 	}
 	t := n.t

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/track"
 	"github.com/lualock/lualock/tests/harness"
 )
@@ -200,4 +201,46 @@ func TestWatch_noscript(t *testing.T) {
 	a.wantHeld(t)
 	rdb.Del(ctx, "a")
 	a.wantLost(t, track.Gone)
+}
+
+// On a cluster, a watch placed on a node that does not serve its slot
+// (a stale slot map, a migrated slot) follows the MOVED reply to the one
+// that does, and is reported there.
+func TestWatch_moved(t *testing.T) {
+	cl, err := harness.StartClusterE(harness.ClusterOptions{})
+	if err != nil {
+		if os.Getenv("LUALOCK_REQUIRE_REDIS") == "" {
+			t.Skipf("no cluster: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	rdb := cl.Client()
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	first := cl.Addrs()[0] // every key is placed here first
+	tr := track.New(track.Dialer{
+		Addr: func(context.Context, string) (string, error) { return first, nil },
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	}, track.Config{Slot: keys.Slot})
+	t.Cleanup(tr.Close)
+	var ws []*watched
+	for i := range 6 {
+		key := fmt.Sprintf("moved-%d", i)
+		rdb.HSet(ctx, key, "f", 1)
+		ws = append(ws, watch(tr, key))
+	}
+	if _, conns := tr.Counts(); conns > 3 {
+		t.Errorf("%d connections, want at most one per primary", conns)
+	}
+	for i, w := range ws {
+		rdb.Del(ctx, fmt.Sprintf("moved-%d", i))
+		w.wantLost(t, track.Gone)
+	}
+	if _, conns := tr.Counts(); conns < 2 {
+		t.Errorf("%d connections: the keys never moved to their primaries", conns)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,4 +175,55 @@ func heldUp(t *testing.T, s *harness.Server, direct *redis.Client, newLock func(
 		t.Fatalf("another owner's TryLock: %v", err)
 	}
 	_ = o.Unlock(ctx)
+}
+
+// lateLoss lets the next Left calls of one script run, waits Delay and
+// then loses their reply (io.EOF): the caller's retry comes after Delay.
+type lateLoss struct {
+	backends.PassHook
+	sha   string
+	delay time.Duration
+	left  atomic.Int32
+}
+
+func (h *lateLoss) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") && a[1] == h.sha && err == nil && h.left.Add(-1) >= 0 {
+			time.Sleep(h.delay)
+			cmd.SetErr(io.EOF)
+			return io.EOF
+		}
+		return err
+	}
+}
+
+// A watchdog hold's last release succeeds, its reply is lost, and the
+// retry inside the same Unlock (the script runner's) comes after the
+// unlock latch expired: it finds the lock gone, and cannot tell whether
+// its first send removed it. Unlock returns ErrNotHeld, as
+// Options.UnlockLatch says, not ErrLockLost, and so does the Context.
+func TestUnlock_retriedPastLatch(t *testing.T) {
+	realBackends(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+		for _, kind := range releaseKinds {
+			t.Run(kind.name, func(t *testing.T) {
+				ctx := t.Context()
+				late := &lateLoss{sha: kind.release, delay: 300 * time.Millisecond}
+				c := backends.NewClient(t, backends.Hooked(t, rdb, late), lualock.Options{UnlockLatch: 100 * time.Millisecond})
+				l := kind.new(c, backends.UniqueName(t))
+				if err := l.Lock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				hold := l.Context()
+				late.left.Store(1)
+				err := l.Unlock(ctx)
+				if !errors.Is(err, lualock.ErrNotHeld) || errors.Is(err, lualock.ErrLockLost) {
+					t.Errorf("Unlock retried past its latch = %v, want ErrNotHeld", err)
+				}
+				if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrNotHeld) || errors.Is(cause, lualock.ErrLockLost) {
+					t.Errorf("cause = %v, want ErrNotHeld", cause)
+				}
+			})
+		}
+	})
 }
