@@ -304,9 +304,9 @@ func (h *hold) expire(gen uint64, cause error) {
 	switch {
 	case !h.current(gen):
 	case (h.state == releasing || h.state == unsettled) && h.holds == 1:
-		// The release of the last hold stopped the renewals: the lease
-		// ran out after Unlock began, while its release was held up.
-		// Nothing took the lock away.
+		// The lease ran out after Unlock began for the last hold, while
+		// its release was held up (or unsettled): the hold was live when
+		// the caller let go of it, and nothing says it was taken away.
 		h.cause = errRanOutInRelease
 		if h.state == unsettled {
 			h.cause = nil
@@ -326,11 +326,11 @@ func (h *hold) expire(gen uint64, cause error) {
 // errRanOutInRelease ends a hold whose lease ran out after the release of
 // its last hold began (which stops the renewals), before the release
 // landed.
-var errRanOutInRelease = fmt.Errorf("%w: the lease ran out while the release was held up (Unlock had stopped renewing it)", ErrNotHeld)
+var errRanOutInRelease = fmt.Errorf("%w: the lease ran out while the release was held up", ErrNotHeld)
 
 // ranOutInRelease reports whether the lease of a last hold under the
-// watchdog, whose release r stopped the renewals, may have run out by now
-// (less the margin). h.mu is held.
+// watchdog, released by r, may have run out by now (less the margin): no
+// renewal landed for a whole lease. h.mu is held.
 func (h *hold) ranOutInRelease(r release, pending error) bool {
 	if !r.watched || r.holds != 1 {
 		return false
@@ -417,9 +417,10 @@ type release struct {
 
 // beginRelease starts the release of one hold: held, lapsed or unsettled
 // to releasing. It returns ErrNotHeld when free; in lost it counts one
-// hold down (free after the last) and returns the loss. For the last
-// hold under the watchdog, the watchdog stops renewing at once.
-func (h *hold) beginRelease(newLatch func() string) (release, error) {
+// hold down (free after the last) and returns the loss. detached says the
+// caller's context has ended: for the last hold under the watchdog, the
+// watchdog stops renewing at once.
+func (h *hold) beginRelease(newLatch func() string, detached bool) (release, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch h.state {
@@ -436,11 +437,7 @@ func (h *hold) beginRelease(newLatch func() string) (release, error) {
 		panic("lualock: hold: two releases at once")
 	}
 	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
-	if r.holds == 1 && r.watched {
-		// The release of the last hold stops the renewals first: the
-		// caller is done with the lock. If the network holds the release
-		// up past the lease, the lock expires by this Unlock's doing,
-		// which is no loss (see released).
+	if detached && r.holds == 1 && r.watched {
 		h.entry.Stop()
 	}
 	if !r.resend {

@@ -65,7 +65,7 @@ func TestHold_lockReenterUnlock(t *testing.T) {
 	ctx := h.context()
 	h.acquired(2, 0, time.Now())
 	wantState(t, h, held, 2)
-	r, err := h.beginRelease(latchFunc)
+	r, err := h.beginRelease(latchFunc, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestHold_lockReenterUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, h, held, 1)
-	r, _ = h.beginRelease(latchFunc)
+	r, _ = h.beginRelease(latchFunc, false)
 	if err := h.released(r, one(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestHold_lockReenterUnlock(t *testing.T) {
 	if context.Cause(ctx) != ErrNotHeld || env.renewed != 1 || env.unrenewed != 1 || len(env.ends) != 1 {
 		t.Fatalf("cause %v, renewed %d, unrenewed %d, ends %v", context.Cause(ctx), env.renewed, env.unrenewed, env.ends)
 	}
-	if _, err := h.beginRelease(latchFunc); !errors.Is(err, ErrNotHeld) {
+	if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("release of a free hold: %v", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestHold_lose_duringReleaseWaitsForReply(t *testing.T) {
 	h.acquired(1, 0, time.Now())
 	h.acquired(2, 0, time.Now())
 	ctx := h.context()
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	h.lose(h.generation(), ErrLockLost)
 	wantState(t, h, releasing, 2)
 	if ctx.Err() != nil {
@@ -106,7 +106,7 @@ func TestHold_lose_duringReleaseWaitsForReply(t *testing.T) {
 	if !errors.Is(context.Cause(ctx), ErrLockLost) {
 		t.Fatalf("cause %v", context.Cause(ctx))
 	}
-	if _, err := h.beginRelease(latchFunc); !errors.Is(err, ErrLockLost) {
+	if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("unlock of a lost hold: %v", err)
 	}
 	wantState(t, h, free, 0)
@@ -117,7 +117,7 @@ func TestHold_lose_voidedByLastRelease(t *testing.T) {
 	h, _ := newTestHold()
 	h.acquired(1, 0, time.Now())
 	ctx := h.context()
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	h.lose(h.generation(), ErrLockLost)
 	if err := h.released(r, one(1)); err != nil {
 		t.Fatal(err)
@@ -132,14 +132,14 @@ func TestHold_lose_voidedByLastRelease(t *testing.T) {
 func TestHold_unconfirmed_resentUnderLatch(t *testing.T) {
 	h, _ := newTestHold()
 	h.acquired(1, 0, time.Now())
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	boom := errors.New("boom")
 	if err := h.unconfirmed(r, boom, false); err != boom {
 		t.Fatalf("unconfirmed: %v", err)
 	}
 	wantState(t, h, unsettled, 1)
 	n := 0
-	r2, err := h.beginRelease(func() string { n++; return "latch:2" })
+	r2, err := h.beginRelease(func() string { n++; return "latch:2" }, false)
 	if err != nil || !r2.resend || r2.latch != "latch:1" || n != 0 {
 		t.Fatalf("resend %+v, %v, new latches %d", r2, err, n)
 	}
@@ -159,7 +159,7 @@ func TestHold_lose_duringUnconfirmedLastRelease(t *testing.T) {
 	h, env := newTestHold()
 	h.acquired(1, 0, time.Now())
 	ctx := h.context()
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	h.lose(h.generation(), ErrLockLost)
 	if err := h.unconfirmed(r, errors.New("boom"), false); err == nil {
 		t.Fatal("no error")
@@ -168,7 +168,7 @@ func TestHold_lose_duringUnconfirmedLastRelease(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) || env.unrenewed != 1 {
 		t.Fatalf("cause %v, unrenewed %d", cause, env.unrenewed)
 	}
-	r, err := h.beginRelease(latchFunc)
+	r, err := h.beginRelease(latchFunc, false)
 	if err != nil || !r.resend {
 		t.Fatalf("resend %+v, %v", r, err)
 	}
@@ -183,7 +183,7 @@ func TestHold_lose_duringUnconfirmedEarlierRelease(t *testing.T) {
 	h, _ := newTestHold()
 	h.acquired(1, 0, time.Now())
 	h.acquired(2, 0, time.Now())
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	h.lose(h.generation(), ErrLockLost)
 	_ = h.unconfirmed(r, errors.New("boom"), false)
 	wantState(t, h, lost, 2)
@@ -193,7 +193,7 @@ func TestHold_lose_duringUnconfirmedEarlierRelease(t *testing.T) {
 func TestHold_unconfirmed_detachedLastRelease(t *testing.T) {
 	h, env := newTestHold()
 	h.acquired(1, 0, time.Now())
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, true)
 	if env.stopped != 1 {
 		t.Fatalf("renewal stopped %d times", env.stopped)
 	}
@@ -213,7 +213,7 @@ func TestHold_end_fixedLeaseLapses(t *testing.T) {
 	if !errors.Is(context.Cause(ctx), ErrNotHeld) || env.renewed != 0 {
 		t.Fatalf("cause %v, renewed %d", context.Cause(ctx), env.renewed)
 	}
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("released: %v", err)
 	}
@@ -225,7 +225,7 @@ func TestHold_staleEvents(t *testing.T) {
 	h, _ := newTestHold()
 	h.acquired(1, 0, time.Now())
 	old := h.generation()
-	r, _ := h.beginRelease(latchFunc)
+	r, _ := h.beginRelease(latchFunc, false)
 	_ = h.released(r, one(1))
 	h.acquired(1, 0, time.Now())
 	h.lose(old, ErrLockLost)
@@ -262,7 +262,7 @@ func TestHold_acquired_reentryDuringLoss(t *testing.T) {
 		t.Fatalf("re-entry into a lost hold: %v, want ErrLockLost", err)
 	}
 	for i := range 2 {
-		if _, err := h.beginRelease(latchFunc); !errors.Is(err, ErrLockLost) {
+		if _, err := h.beginRelease(latchFunc, false); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("unlock %d of a lost hold: %v, want ErrLockLost", i+1, err)
 		}
 	}

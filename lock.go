@@ -338,7 +338,7 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // moves the hold on.
 func (l *Lock) unlock(ctx context.Context) error {
 	ended := ctx.Err() != nil
-	r, err := l.h.beginRelease(l.latchKey)
+	r, err := l.h.beginRelease(l.latchKey, ended)
 	if err != nil {
 		return err
 	}

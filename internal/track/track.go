@@ -243,10 +243,14 @@ func (w *Watch) due() {
 	}
 }
 
-// Counts returns the number of watches and of tracking connections.
+// Counts returns the number of watches and of tracking connections
+// (none after Close).
 func (t *Tracker) Counts() (watches, conns int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return 0, 0
+	}
 	for _, n := range t.nodes {
 		for _, ws := range n.watches {
 			watches += len(ws)

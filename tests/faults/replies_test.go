@@ -19,7 +19,9 @@ import (
 )
 
 // slowReplies is a go-redis hook that, while armed, holds back the reply
-// of one script's EVALSHA for delay after the script ran.
+// of one script's EVALSHA for delay after the script ran (not a NOSCRIPT
+// reply: the script has not run then, and its resend would come after the
+// delay).
 type slowReplies struct {
 	backends.PassHook
 	sha   string
@@ -31,7 +33,7 @@ func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if h.armed.Load() && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.sha {
+		if h.armed.Load() && err == nil && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.sha {
 			time.Sleep(h.delay)
 		}
 		return err
