@@ -301,10 +301,11 @@ func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l, gen) }
 // It returns ErrInvalid for a nil ctx, ErrNotHeld when the handle holds
 // nothing (never locked, already unlocked, or its fixed lease ran out, or
 // the release of its last hold, sent again after a lost reply past the
-// unlock latch, found the lock gone: see Options.UnlockLatch),
+// unlock latch, found the lock gone: see Options.UnlockLatch; or the
+// network held the release of the last hold up until its lease ran out),
 // ErrLockLost for each hold of a hold that was lost (a hold under the
-// watchdog found gone at Unlock was lost too: taken away before a renewal
-// noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
+// watchdog found gone at Unlock, renewed until then, was lost too: taken
+// away before a renewal noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
 // error with a live ctx, and for a hold that is not the last, the outcome
 // is unknown: calling Unlock again is safe, it replays the first call's
 // outcome instead of releasing a second hold; so does the handle's next
