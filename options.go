@@ -116,7 +116,8 @@ type Options struct {
 	Scripter redis.Scripter
 
 	// NoHoldTracking turns off the hold tracker. By default every hold (a
-	// lock's, write or read, and a permit) is watched through Redis's
+	// lock's, write or read, and a permit) on a *redis.Client, a failover
+	// client or a *redis.ClusterClient is watched through Redis's
 	// client-side caching on a connection of the client's own per Redis
 	// node: any change that ends the hold in Redis (a delete, an expiry, a
 	// force unlock by anyone, FLUSHALL, an overwrite, a restart that lost

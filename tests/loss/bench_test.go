@@ -29,7 +29,7 @@ import (
 //
 //	go test -run - -bench LossLatency -benchtime 200x ./tests/loss/
 func BenchmarkLossLatency(b *testing.B) {
-	for _, be := range backends.All() {
+	for _, be := range append(backends.All(), backends.Backend{Name: "sentinel"}) {
 		if be.Mini() {
 			continue
 		}
@@ -142,6 +142,9 @@ func BenchmarkLossLatencyRestart(b *testing.B) {
 
 func benchClient(b *testing.B, be backends.Backend) redis.UniversalClient {
 	var rdb redis.UniversalClient
+	if be.Name == "sentinel" {
+		return startSentinel(b) // closed by its cleanup
+	}
 	if be.Cluster {
 		rdb = harness.SharedCluster(b).Client()
 	} else {

@@ -4,7 +4,8 @@
 // change that ends the hold in Redis (a delete, an expiry, a force unlock,
 // FLUSHALL, an overwrite, a restart that lost it), for every kind of hold
 // (reentrant, fair, fenced, spin, write, read, fixed lease, permit), on
-// the standalone server and the cluster, and for no change that leaves it
+// the standalone server, the cluster and behind a Sentinel
+// (sentinel_test.go), and for no change that leaves it
 // (a renewal, a re-entry, another reader) (causes_test.go, holdwatch_test.go);
 // the loss latency per cause (bench_test.go); and the outcome of an Unlock
 // whose reply was lost, or that the network held up past the lease
