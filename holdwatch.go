@@ -142,8 +142,6 @@ func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *t
 		if lease > 0 && time.Since(start) >= lease-renew.LossMargin(lease) {
 			return // its lease's end, which the timer reports
 		}
-		p.entry.Stop()
-		p.entry.Remove()
-		p.cancel(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
+		p.end(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
 	})
 }
