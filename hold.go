@@ -249,6 +249,13 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 		h.cause = cause
 	case h.state == unsettled && h.holds == 1:
 		h.goneUnsettled(cause)
+	case h.state == unsettled:
+		// The release of one of several holds is unsettled: the lock is
+		// gone, so that release has nothing left to do; the holds left
+		// after it each report the loss.
+		h.holds--
+		h.state, h.cause = lost, cause
+		h.finish(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
