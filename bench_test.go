@@ -26,8 +26,10 @@ import (
 // client closed first, so that its background latch deletions count),
 // the Redis commands per pair (cmds/op, a script's inner calls included,
 // as Redis counts them) and the CPU time of the redis-server process per
-// pair (redis-cpu-µs/op, INFO cpu: commands and socket I/O); with -v it
-// logs each command's calls and execution time per pair.
+// pair (redis-cpu-µs/op, INFO cpu: commands and socket I/O), the CPU time
+// of the benchmark's own process per pair (client-cpu-µs/op, getrusage:
+// lualock, go-redis, the Go runtime; on Unix); with -v it logs each
+// command's calls and execution time per pair.
 func BenchmarkLock_LockUnlock(b *testing.B) {
 	srv := harness.StartStandalone(b)
 	for _, fair := range []bool{false, true} {
@@ -86,6 +88,7 @@ func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
 		}
 	}
 	before := commandStats(b, rdb)
+	cpu0, cpuOK := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var left atomic.Int64
@@ -108,6 +111,7 @@ func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu1, _ := processCPU()
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
@@ -118,6 +122,9 @@ func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
 	after := commandStats(b, rdb)
 	b.ReportMetric(float64(after.calls-before.calls)/float64(b.N), "cmds/op")
 	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N), "redis-cpu-µs/op")
+	if cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "client-cpu-µs/op")
+	}
 	if testing.Verbose() {
 		for _, name := range slices.Sorted(maps.Keys(after.per)) {
 			d := after.per[name]
