@@ -208,23 +208,37 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
+	return c.newLock(name, KindReentrant, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
 }
 
 // newLock returns a handle of a new owner on lock name under protocol p.
-func (c *Client) newLock(name string, p protocol) *Lock {
+func (c *Client) newLock(name string, kind Kind, p protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
 		c:       c,
 		name:    name,
+		kind:    kind,
 		p:       p,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
-		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		latch:   keys.Tag(keys.UnlockLatchPrefix, name) + ":" + c.id + ":",
 		invalid: CheckName(name),
 		op:      newOpLock(),
 	}
 	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
+	l.h.life.afterFunc = c.cfg.afterFunc
 	return l
+}
+
+// CheckName returns ErrInvalid, with the reason, for a name that the locks
+// refuse (empty, over 64 KiB, or with a brace but no hash tag), and nil for
+// one they take. Tools that read a lock's keys themselves, such as the
+// lualock command's status, use it to refuse what Lock would refuse, before
+// anything is sent to Redis.
+func CheckName(name string) error {
+	if err := keys.Check(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // isNilPointer reports whether v holds a nil pointer, as a

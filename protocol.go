@@ -54,8 +54,8 @@ type attemptArgs struct {
 	holds int           // the hold count the owner has after it
 }
 
-// attemptResult is what one attempt told. A later primitive extends it
-// with what its script returns (a fencing token, the permits obtained).
+// attemptResult is what one attempt of a lock told; the fenced lock's adds
+// the token its script returns.
 type attemptResult struct {
 	acquired bool
 	// wait is how long the script says the caller should wait (the
@@ -70,7 +70,7 @@ type attemptResult struct {
 type releaseArgs struct {
 	field string
 	lease time.Duration // the lease a partial release sets again
-	latch string        // the request's latch key
+	latch string        // the release's unlock latch
 	holds int           // the hold count the owner has before it
 }
 

@@ -128,7 +128,8 @@ subcommands:
            the permits (field: the permit's id).
   unlock   with -force, delete NAME whoever holds it and wake a waiter
            (for a fair lock, the head of its queue: -fair, or found out
-           when NAME has a queue).
+           when NAME has a queue; a read-write lock in its mode). A key
+           that is not a lock is left as it is: exit 1, saying what it is.
            Only the holder can release a lock normally: for a lock taken by
            "lualock lock", that happens when its command exits.
   help     print this text (also -h, --help).

@@ -702,6 +702,60 @@ func TestForceUnlock(t *testing.T) {
 	}
 }
 
+// unlock -force on a key that is not a lock leaves it byte for byte as it
+// was (DUMP), prints one line saying what it is and exits 1; a read-write
+// lock (Redisson's layout) is force-unlocked in its mode.
+func TestForceUnlock_notALock(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, is string
+		make     func(k string) error
+	}{
+		{"string", "a string", func(k string) error { return s.rdb.Set(ctx, k, "important data", 0).Err() }},
+		{"list", "a list", func(k string) error { return s.rdb.RPush(ctx, k, "a", "b").Err() }},
+		{"set", "a set", func(k string) error { return s.rdb.SAdd(ctx, k, "a").Err() }},
+		{"zset", "a zset", func(k string) error { return s.rdb.ZAdd(ctx, k, redis.Z{Score: 1, Member: "a"}).Err() }},
+		{"stream", "a stream", func(k string) error {
+			return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []string{"f", "v"}}).Err()
+		}},
+		{"hash", `a hash whose field "user" holds "alice"`, func(k string) error { return s.rdb.HSet(ctx, k, "user", "alice").Err() }},
+		{"hash of two counts", "a hash of 2 fields", func(k string) error { return s.rdb.HSet(ctx, k, "a:1", "1", "b:1", "1").Err() }},
+	} {
+		name := lockName(t) + ":" + strings.ReplaceAll(tc.name, " ", "_")
+		if err := tc.make(name); err != nil {
+			t.Fatal(err)
+		}
+		before, err := s.rdb.Dump(ctx, name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		stderr := p.stderr.String()
+		if code != exitError || p.stdout.String() != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, name+" is "+tc.is+", not a lock") {
+			t.Errorf("unlock -force of a %s: exit %d, stdout %q, stderr %q; want exit %d and one line saying it is %s",
+				tc.name, code, p.stdout.String(), stderr, exitError, tc.is)
+		}
+		if after, err := s.rdb.Dump(ctx, name).Result(); err != nil || after != before {
+			t.Errorf("unlock -force of a %s changed it: DUMP before %q, after %q (%v)", tc.name, before, after, err)
+		}
+	}
+	for _, mode := range []string{"read", "write"} {
+		name := lockName(t) + ":" + mode
+		field := "8f3b6c1e-3f2a-4c55-9e43-1b2a3c4d5e6f:57"
+		if mode == "write" {
+			field += ":write"
+		}
+		if err := s.rdb.HSet(ctx, name, "mode", mode, field, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		if code != 0 || p.stdout.String() != "lualock: lock "+name+" force-unlocked (deleted)\n" || s.exists(t, name) {
+			t.Errorf("unlock -force of a read-write lock in %s mode: exit %d, stdout %q, stderr %q", mode, code, p.stdout.String(), p.stderr.String())
+		}
+	}
+}
+
 func TestFair(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)

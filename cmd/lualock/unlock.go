@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/internal/keys"
 )
@@ -56,7 +58,19 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		}
 		*fair = n == 1
 	}
+	// A read-write lock (a hash with a mode) is force-unlocked as one, in
+	// its mode; a key of another type or shape goes to the lock's script,
+	// which leaves it as it is and says what it is (ErrWrongType). Each
+	// script checks the shape again, atomically.
 	lock := newLock(client, name, *fair)
+	switch mode, err := rdb.HGet(ctx, name, "mode").Result(); {
+	case err == nil && mode == "read":
+		lock = client.NewReadWriteLock(name).ReadLock()
+	case err == nil && mode == "write":
+		lock = client.NewReadWriteLock(name).WriteLock()
+	case err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return errorf(stderr, exitError, "%v", err)
+	}
 	deleted, err := lock.ForceUnlock(ctx)
 	switch {
 	case errors.Is(err, lualock.ErrInvalid):
