@@ -496,13 +496,13 @@ func (h *hold) unconfirmed(r release, err error, detached bool) error {
 
 // released records the reply of a release (res, see protocol.release):
 // releasing to free, held (or lapsed) for a partial release, or lost.
-func (h *hold) released(r release, res *int64) error {
+func (h *hold) released(r release, res releaseOutcome) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == nil && r.resend && r.holds == 1:
+	case res == releaseNotHeld && r.resend && r.holds == 1:
 		// The release was sent before without a reply, and its latch has
 		// expired: the lock is gone because that send released it, or
 		// because it was lost before. Either way this hold has ended, as
@@ -511,7 +511,7 @@ func (h *hold) released(r release, res *int64) error {
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
-	case res == nil && r.watched:
+	case res == releaseNotHeld && r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
 		// remaining hold's Unlock reports the loss too.
@@ -523,16 +523,16 @@ func (h *hold) released(r release, res *int64) error {
 		}
 		h.finish(cause)
 		return cause
-	case res == nil:
+	case res == releaseNotHeld:
 		h.state, h.holds = free, 0
 		h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
 		return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
-	case *res == 0 && pending != nil:
+	case res == releasePartial && pending != nil:
 		// A replayed partial release, but the lock was lost meanwhile.
 		h.holds--
 		h.state, h.cause = lost, pending
 		h.finish(pending)
-	case *res == 0 && h.holds > 1:
+	case res == releasePartial && h.holds > 1:
 		h.holds--
 		h.state = held
 		if h.ended != nil {

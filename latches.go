@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // latchSweeper deletes the unlock latches of releases whose reply arrived.
@@ -103,14 +105,14 @@ func (s *latchSweeper) run() {
 // sweep deletes the pending latches.
 func (s *latchSweeper) sweep() {
 	s.mu.Lock()
-	keys := s.pending
+	pending := s.pending
 	s.pending = s.spare[:0]
 	s.mu.Unlock()
 	defer func() {
-		clear(keys)
-		s.spare = keys
+		clear(pending)
+		s.spare = pending
 	}()
-	if len(keys) == 0 {
+	if len(pending) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
@@ -119,15 +121,15 @@ func (s *latchSweeper) sweep() {
 	if !cluster {
 		// One server: every latch in the same UNLINKs, no grouping.
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			unlinkAll(ctx, p, keys)
+			unlinkAll(ctx, p, pending)
 			return nil
 		})
 		return
 	}
 	groups := map[int][]string{}
 	var order []int
-	for _, k := range keys {
-		g := slot(k)
+	for _, k := range pending {
+		g := keys.Slot(k)
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}

@@ -144,7 +144,7 @@ func endReason(cause error) EndReason {
 
 // fair reports whether the handle is a fair lock, for the events.
 func (l *Lock) fair() bool {
-	_, ok := l.p.(*fair)
+	ok := l.p.kind == kindFair
 	return ok
 }
 

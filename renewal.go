@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock/internal/keys"
+
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/renew"
 )
@@ -29,7 +31,7 @@ var lockRenewal = &renew.Spec{
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
 	if _, ok := c.rdb.(*redis.ClusterClient); ok {
-		cfg.Slot = slot
+		cfg.Slot = keys.Slot
 	}
 	if c.cfg.Observer.Renew != nil || c.cfg.Logger != nil {
 		cfg.OnRenew = c.renewCalled
@@ -49,7 +51,7 @@ func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
 	if l.renewalEnd == nil {
 		l.renewalEnd = l.renewalEnded // once per handle
 	}
-	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.renewalEnd) {
+	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal, Key: l.name, Field: l.countField()}, gen, start, l.renewalEnd) {
 		return nil, false
 	}
 	return &l.renewal, true
