@@ -9,21 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Operations named by the errors of the semaphores and the latch.
-const (
-	verbAcquire    = "acquire"
-	verbRelease    = "release"
-	verbSetPermits = "set permits"
-	verbAddPermits = "add permits"
-	verbDrain      = "drain permits"
-	verbAvailable  = "available permits"
-	verbExtend     = "extend permit"
-	verbSetCount   = "set count"
-	verbCountDown  = "count down"
-	verbCount      = "count"
-	verbAwait      = "await"
-)
-
 // call runs f, resending it after a transient error (f's request latch
 // replays a first send that took effect) with the client's backoff until
 // ctx ends. When ctx ends with f's outcome unknown, f is sent once more
