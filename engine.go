@@ -109,7 +109,8 @@ type waitSpec struct {
 	// backs off between attempts instead.
 	channel string
 	// mode is how a message wakes the client's waiters: one per message,
-	// or every waiter in WakeAll mode (a release that may serve several).
+	// or every waiter in WakeAll or WakeShared mode (a release that may
+	// serve several; WakeShared: one that gets the lock wakes the others).
 	mode wake.Mode
 	// spinFirst and spinMax bound the back-off of a waiter without a
 	// channel; 0: Options.RetryMin and RetryMax.

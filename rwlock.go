@@ -51,7 +51,7 @@ type ReadWriteLock struct {
 // owner. An invalid name is reported by its locks' methods as ErrInvalid.
 func (c *Client) NewReadWriteLock(name string) *ReadWriteLock {
 	env := rwEnv{env: c.env, name: name, prefix: keys.RWTimeoutPrefix(name), ch: keys.Tag(keys.RWLockPrefix, name)}
-	r := c.newLock(name, c.rwProtocol(kindRead, rwRead{env}, env.ch, wake.WakeAll, "", rwReadRenewal))
+	r := c.newLock(name, c.rwProtocol(kindRead, rwRead{env}, env.ch, wake.WakeShared, "", rwReadRenewal))
 	w := c.newLock(name, c.rwProtocol(kindWrite, rwWrite{env}, env.ch, wake.WakeOne, ":write", lockRenewal))
 	w.field = r.field // one owner: the writer may read
 	return &ReadWriteLock{name: name, read: r, write: w}
@@ -71,14 +71,15 @@ func (rw *ReadWriteLock) ReadLock() *Lock { return rw.read }
 func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 
 // rwProtocol is the protocol of one side of a read-write lock: both
-// share the hash (its mode field) and the channel, on which a writer
-// waits for one release at a time while a write release lets in every
-// reader (so every message wakes every reader of the client, as
-// Redisson's readers all wake on it; one reader's acquisition publishes
-// nothing that would wake the next). A reader's holds are counted in its
-// owner field and renewed with their timeout keys
-// (lua/rwlock_read_renew.lua, Redisson 4.x's renewal: its own holds
-// only); a writer's are counted in C:H:write and renewed as the
+// share the hash (its mode field) and the channel. A writer waits for one
+// release at a time (WakeOne); a write release lets in every reader, so
+// every message wakes every reader of the client (WakeShared), as
+// Redisson's readers all wake on it, and a reader that gets in wakes the
+// others: its acquisition publishes nothing, and what let it in (a
+// Redisson downgrade, which publishes nothing, among them) lets them in.
+// A reader's holds are counted in its owner field and renewed with their
+// timeout keys (lua/rwlock_read_renew.lua, Redisson 4.x's renewal: its
+// own holds only); a writer's are counted in C:H:write and renewed as the
 // reentrant lock's. Timers are the reentrant lock's (any wait from 1ms,
 // capped by Options.MaxWaitTimer).
 func (c *Client) rwProtocol(k kind, calls lockCalls, ch string, mode wake.Mode, count string, renewal *renew.Spec) *protocol {

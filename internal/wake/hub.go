@@ -14,10 +14,12 @@
 //     attempt).
 //   - A message wakes one waiter of its channel that asked to be woken
 //     one per message (WakeOne), the one idle longest, and every waiter
-//     that asked to be woken by every message (WakeAll: a release that may
-//     serve several waiters, such as a write release for the readers or a
-//     semaphore's release); a message that finds no waiter is kept for the
-//     next one.
+//     that asked to be woken by every message (WakeAll, WakeShared: a
+//     release that may serve several waiters, such as a write release for
+//     the readers or a semaphore's release); a message that finds no
+//     waiter is kept for the next one. A WakeShared waiter that gets the
+//     lock wakes the other WakeShared waiters (what let one reader in lets
+//     them all in).
 //   - A resubscription (after a reconnect or a move) wakes every waiter
 //     and every watcher: messages may have been lost meanwhile.
 //   - Each channel has one fallback timer, set to the earliest retry time
@@ -194,10 +196,16 @@ const (
 	// WakeOne: a message wakes one WakeOne waiter of the channel, the one
 	// idle longest (an exclusive lock's release serves one waiter).
 	WakeOne Mode = iota
-	// WakeAll: every message wakes every WakeAll waiter of the channel (a
-	// release that may serve several: readers after a writer, a
-	// semaphore's permits, a latch that opens).
+	// WakeAll: every message wakes every WakeAll (and WakeShared) waiter
+	// of the channel (a release that may serve several: a semaphore's
+	// permits, a latch that opens).
 	WakeAll
+	// WakeShared is WakeAll whose waiters share what one of them gets:
+	// a WakeShared waiter that got the lock (Release with acquired) wakes
+	// every other WakeShared waiter of the channel, as what let one reader
+	// in lets every reader in, even when no message said so (a downgrade
+	// that publishes nothing, seen by one reader at its fallback timer).
+	WakeShared
 )
 
 // Waiter is one goroutine's interest in a channel, from Subscribe to
@@ -363,10 +371,20 @@ func (w *Waiter) Release(acquired bool, lease time.Duration) {
 	cs.waiters = slices.DeleteFunc(cs.waiters, func(x *Waiter) bool { return x == w })
 	select {
 	case <-w.wake:
-		if !cs.wakeOne() && len(cs.waiters) == 0 {
+		// An unused wake-up passes to another waiter. One taken by a
+		// WakeAll or WakeShared waiter that got the lock is dropped: the
+		// others of its mode heard the same message (or its sharing).
+		if (!acquired || w.mode == WakeOne) && !cs.wakeOne() && len(cs.waiters) == 0 {
 			cs.pending = true
 		}
 	default:
+	}
+	if acquired && w.mode == WakeShared {
+		for _, x := range cs.waiters {
+			if x.mode == WakeShared {
+				x.Signal()
+			}
+		}
 	}
 	if h.closedLocked() {
 		return
@@ -537,7 +555,8 @@ func (e events) Message(channel string) {
 	cs.notifyAll()
 }
 
-// wakeMessage wakes the waiters a message wakes: every WakeAll waiter,
+// wakeMessage wakes the waiters a message wakes: every WakeAll and
+// WakeShared waiter,
 // and the longest-idle WakeOne waiter that has no wake-up pending (moved
 // to the back). It reports whether it woke one. h.mu is held.
 func (cs *channel) wakeMessage() bool {
@@ -545,7 +564,7 @@ func (cs *channel) wakeMessage() bool {
 	for i := 0; i < len(cs.waiters); i++ {
 		w := cs.waiters[i]
 		switch {
-		case w.mode == WakeAll:
+		case w.mode != WakeOne:
 			woke = w.Signal() || woke
 		case !one && w.Signal():
 			one, woke = true, true

@@ -244,6 +244,34 @@ func TestHub_Subscribe_heardSince(t *testing.T) {
 	}
 }
 
+// TestWaiter_Release_sharedWakesShared: a WakeShared waiter that got the
+// lock wakes every other WakeShared waiter, not the WakeOne or WakeAll
+// ones, and drops a wake-up it did not use (the others heard it too); a
+// WakeShared waiter that gives up passes its unused wake-up on.
+func TestWaiter_Release_sharedWakesShared(t *testing.T) {
+	h, ft, _ := newTestHub(t, wake.Config{})
+	one := firstWaiter(t, h, ft, ch)
+	sub := func(m wake.Mode) *wake.Waiter {
+		w, _, err := h.Subscribe(context.Background(), ch, m, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	all := sub(wake.WakeAll)
+	shared := []*wake.Waiter{sub(wake.WakeShared), sub(wake.WakeShared), sub(wake.WakeShared)}
+	shared[0].Signal() // a wake-up it takes and does not use
+	shared[0].Release(true, time.Minute)
+	wantWoken(t, "the other readers", shared[1:], true, true)
+	wantWoken(t, "WakeOne and WakeAll waiters", []*wake.Waiter{one, all}, false, false)
+
+	shared[1].Signal()
+	shared[1].Release(false, 0) // gives up: its wake-up passes on
+	if n := countWoken(one, all, shared[2]); n != 1 {
+		t.Errorf("%d waiters got the wake-up a giving-up waiter left, want 1", n)
+	}
+}
+
 // countWoken counts which of ws had a wake-up pending (taking them).
 func countWoken(ws ...*wake.Waiter) int {
 	n := 0

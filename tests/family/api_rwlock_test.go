@@ -29,6 +29,7 @@ func TestReadWriteLock(t *testing.T) {
 		{Name: "shareAndExclude", Run: rwShareAndExclude},
 		{Name: "wakeup", Run: rwWakeup},
 		{Name: "readersOfOneClient", Run: rwReadersOfOneClient},
+		{Name: "silentDowngrade", Run: rwSilentDowngrade},
 		{Name: "watchdog", Run: rwWatchdog},
 		{Name: "leaseHandover", Run: rwLeaseHandover},
 		{Name: "overlap", Run: rwAPIOverlap},
@@ -383,4 +384,67 @@ func rwReadersOfOneClient(t *testing.T, b backends.Backend, rdb redis.UniversalC
 		}
 	}
 	backends.WantGone(t, rdb, name)
+}
+
+// foreignWriter and foreignDowngrade write Redisson's layout as its write
+// lock and its downgrade do (owner "java:1"): the downgrade (read lock
+// taken under the write lock, then the write lock released) publishes
+// nothing.
+var (
+	foreignWriter = redis.NewScript(`redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1] .. ':write', 1)
+return redis.call('pexpire', KEYS[1], 30000)`)
+	foreignDowngrade = redis.NewScript(`redis.call('hset', KEYS[1], ARGV[1], 1)
+redis.call('set', KEYS[2], 1, 'px', 30000)
+redis.call('hdel', KEYS[1], ARGV[1] .. ':write')
+return redis.call('hset', KEYS[1], 'mode', 'read')`)
+)
+
+// rwSilentDowngrade: readers of one client wait behind a foreign writer
+// that downgrades without a message (Redisson's way). One reader finds it
+// at its fallback timer (MaxWaitTimer, 1 s) and the others follow it at
+// once, as what let one reader in lets them all in: all are in within one
+// timer period of the first (the channel's timer, re-armed after it
+// fired, cannot wake the next reader sooner than a period later).
+func rwSilentDowngrade(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	const readers, period = 4, time.Second
+	c := backends.NewClient(t, rdb, lualock.Options{MaxWaitTimer: period})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	if err := foreignWriter.Run(ctx, rdb, []string{name}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]*lualock.Lock, readers)
+	at := make(chan time.Time, readers)
+	errc := make(chan error, readers)
+	for i := range rs {
+		rs[i] = c.NewReadWriteLock(name).ReadLock()
+		go func() {
+			err := rs[i].TryLock(ctx, 20*time.Second)
+			at <- time.Now()
+			errc <- err
+		}()
+	}
+	backends.WaitFor(t, "every reader waiting", 10*time.Second, func() bool { return c.Stats().Waiters == readers })
+	if err := foreignDowngrade.Run(ctx, rdb, []string{name, "{" + name + "}:java:1:rwlock_timeout:1"}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Time
+	for range readers {
+		ok(t, "reader", <-errc)
+		a := <-at
+		if first.IsZero() || a.Before(first) {
+			first = a
+		}
+		if a.After(last) {
+			last = a
+		}
+	}
+	t.Logf("%d readers in after a silent downgrade, the last %v after the first", readers, last.Sub(first))
+	if d := last.Sub(first); d >= period {
+		t.Errorf("the last reader got in %v after the first, want within one timer period (%v): one reader's entry must let the others in", d, period)
+	}
+	for _, r := range rs {
+		ok(t, "reader unlock", r.Unlock(ctx))
+	}
+	rdb.Del(ctx, name, "{"+name+"}:java:1:rwlock_timeout:1")
 }
