@@ -94,7 +94,7 @@ func (cl claim) refused(held bool, hint time.Duration) outcome {
 // reply it may have taken permits, and may have claimed.
 func (cl claim) failed(err error) outcome {
 	if isRedisError(err) {
-		return outcome{err: err}
+		return outcome{sent: sentRefused, err: err} // refused: it changed nothing
 	}
 	return outcome{sent: sentUnknown, queued: cl.ms > 0, err: err}
 }

@@ -82,6 +82,7 @@ type sent uint8
 const (
 	sentAnswered sent = iota // Redis answered (or an error it sent): the outcome is known
 	sentNot                  // not sent: what an earlier attempt left stands
+	sentRefused              // Redis refused it (an error reply): it changed nothing, what an earlier attempt left stands
 	sentUnknown              // the reply was lost: it may have taken effect
 )
 

@@ -147,6 +147,34 @@ func TestEngine_lostReply_undo(t *testing.T) {
 	}
 }
 
+// A lost reply stays to undo when a later attempt is refused by Redis
+// without running (BUSY): the refusal changed nothing.
+func TestEngine_lostReply_undoAfterRefusal(t *testing.T) {
+	c, _ := newEngineClient(t, Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	lost := undo{holds: 1, lease: time.Second}
+	f := newFakeContender(
+		outcome{sent: sentUnknown, undo: lost, err: errNet},
+		outcome{sent: sentRefused, err: busyErr{}},
+	)
+	if _, err := c.acquire(context.Background(), f, 40*time.Millisecond, 0); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire = %v, want ErrUnavailable", err)
+	}
+	select {
+	case g := <-f.given:
+		if !g.unknown || g.undo != lost {
+			t.Fatalf("give-up got %+v, want the lost attempt's %+v to undo", g, lost)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no give-up step: the refusal erased the lost reply")
+	}
+}
+
+// busyErr is Redis's BUSY reply: transient, and the script did not run.
+type busyErr struct{}
+
+func (busyErr) Error() string { return "BUSY Redis is busy running a script" }
+func (busyErr) RedisError()   {}
+
 // A transient error backs off (the client's backoff, RetryMin 20ms:
 // each pause at least 10ms) and retries, without subscribing.
 func TestEngine_transient_backoff(t *testing.T) {

@@ -265,7 +265,10 @@ func (l *Lock) attemptFailed(err error, want int, set time.Duration, queued bool
 		return outcome{err: l.h.lostCause()}
 	}
 	if isRedisError(err) {
-		return outcome{queued: queued, err: err}
+		// Redis refused the script (or did not run it: BUSY, LOADING):
+		// it changed nothing, and what an earlier lost reply may have
+		// taken still stands.
+		return outcome{sent: sentRefused, queued: queued, err: err}
 	}
 	return outcome{sent: sentUnknown, undo: undo{holds: want, lease: set}, queued: queued, err: err}
 }
