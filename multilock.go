@@ -147,7 +147,7 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 	deadline := time.Now().Add(wait)
 	lead := 0 // the member the round waits for, holding nothing
 	for {
-		taken, failed, at := m.round(ctx, lead, deadline, lease)
+		taken, at, failed := m.round(ctx, lead, deadline, lease)
 		if failed == nil {
 			m.holds++
 			return nil
@@ -172,9 +172,10 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 // deadline while holding nothing, then the others in their order with
 // single attempts, so that the multi-lock never waits while it holds a
 // member (a multi-lock of Redisson's that lists the same names in another
-// order then cannot stall it). It returns what it took and, on a failure,
-// the member's error and index, which the next round leads with.
-func (m *MultiLock) round(ctx context.Context, lead int, deadline time.Time, lease time.Duration) (taken []*Lock, failed error, at int) {
+// order then cannot stall it). It returns what it took and, on a failure, the
+// index of the member that failed, which the next round leads with, and
+// its error.
+func (m *MultiLock) round(ctx context.Context, lead int, deadline time.Time, lease time.Duration) (taken []*Lock, at int, failed error) {
 	for i := -1; i < len(m.locks); i++ {
 		k, wait := i, time.Duration(0)
 		switch {
@@ -191,11 +192,11 @@ func (m *MultiLock) round(ctx context.Context, lead int, deadline time.Time, lea
 			err = l.TryLock(ctx, wait)
 		}
 		if err != nil {
-			return taken, memberErr(l, err), k
+			return taken, k, memberErr(l, err)
 		}
 		taken = append(taken, l)
 	}
-	return taken, nil, 0
+	return taken, 0, nil
 }
 
 // memberErr is a member's error as the multi-lock's cause: the member's
