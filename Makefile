@@ -39,8 +39,14 @@ EXTRA_MODULES := extra/lualockotel
 # loud skip message would go unseen: say it here, once, after the run.
 NOREDIS_NOTE := make: redis-server is not on PATH: the integration tests against real Redis were SKIPPED (tests/, gen, cmd/lualock). Install it (Debian/Ubuntu: apt-get install redis-server), or set LUALOCK_REQUIRE_REDIS=1 to make this a failure.
 
+# Likewise for the Redisson interop suite (tests/interop), which skips when
+# LUALOCK_REDISSON_JARS names no jar, names a missing one, or javac is not
+# on PATH. The README's "Two commands" says where the jars come from.
+NOREDISSON_NOTE := make: the Redisson interop suite (tests/interop) was SKIPPED: it needs a JDK and the Redisson jars named in LUALOCK_REDISSON_JARS (the README says where to get them), or set LUALOCK_REQUIRE_REDISSON=1 to make this a failure.
+
 # run_tests runs go test with flags $(1) on the root module and on
-# EXTRA_MODULES, then prints NOREDIS_NOTE when redis-server is missing.
+# EXTRA_MODULES, then prints NOREDIS_NOTE when redis-server is missing and
+# NOREDISSON_NOTE when the interop suite had no jars or no JDK.
 define run_tests
 	@status=0; \
 	echo "$(GO) test $(1) $(PKGS)"; $(GO) test $(1) $(PKGS) || status=$$?; \
@@ -48,6 +54,11 @@ define run_tests
 		echo "cd $$m && $(GO) test $(1) ./..."; (cd $$m && $(GO) test $(1) ./...) || status=$$?; \
 	done; \
 	command -v redis-server >/dev/null 2>&1 || echo "$(NOREDIS_NOTE)" >&2; \
+	jars_ok=$$(command -v javac >/dev/null 2>&1 && echo 1); \
+	[ -n "$$LUALOCK_REDISSON_JARS" ] || jars_ok=; \
+	IFS=: read -ra jars <<< "$$LUALOCK_REDISSON_JARS"; \
+	for j in "$${jars[@]}"; do [ -z "$$j" ] || [ -e "$$j" ] || jars_ok=; done; \
+	[ -n "$$jars_ok" ] || echo "$(NOREDISSON_NOTE)" >&2; \
 	exit $$status
 endef
 

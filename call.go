@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// call runs f, resending it after a transient error (f's request latch
+// call runs f, resending it after a transient error (f's unlock latch
 // replays a first send that took effect) with the client's backoff until
 // ctx ends. When ctx ends with f's outcome unknown, f is sent once more
 // under a short context of its own, so that a resend after a lost reply

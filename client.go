@@ -219,12 +219,25 @@ func (c *Client) newLock(name string, p *protocol) *Lock {
 		name:    name,
 		p:       p,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
-		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		latch:   keys.Tag(keys.UnlockLatchPrefix, name) + ":" + c.id + ":",
 		invalid: CheckName(name),
 		op:      newOpLock(),
 	}
 	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
+	l.h.life.afterFunc = c.cfg.afterFunc
 	return l
+}
+
+// CheckName returns ErrInvalid, with the reason, for a name that the locks
+// refuse (empty, over 64 KiB, or with a brace but no hash tag), and nil for
+// one they take. Tools that read a lock's keys themselves, such as the
+// lualock command's status, use it to refuse what Lock would refuse, before
+// anything is sent to Redis.
+func CheckName(name string) error {
+	if err := keys.Check(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // isNilPointer reports whether v holds a nil pointer, as a

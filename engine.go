@@ -25,7 +25,7 @@ import (
 // A primitive gives the engine one thing, a contender: an attempt that
 // returns an outcome value, how its waiters wait (waitSpec), and a
 // give-up step. The engine owns every decision around them: the wait
-// budget and its deadline, the backoff after transient errors, the
+// and its deadline, the backoff after transient errors, the
 // subscription and its wake-ups, and at the end whether and where (inline
 // or in the background) the give-up step runs: the undo of an attempt
 // whose reply was lost, and leaving what a waiter left in Redis.
@@ -157,7 +157,7 @@ type acquisition struct {
 	c        *Client
 	ctx      context.Context // the caller's
 	actx     context.Context // ctx bounded by the wait's deadline: the calls to Redis
-	wait     time.Duration   // the budget; negative: forever
+	wait     time.Duration   // the caller's wait; negative: forever
 	lease    time.Duration   // the lease asked for; 0: the watchdog's
 	deadline time.Time       // zero: none
 	bo       backoff

@@ -138,7 +138,8 @@ func TestEngine_lostReply_undo(t *testing.T) {
 		outcome{sent: sentNot, err: errNet}, // not sent: the lost one stands
 		outcome{wait: -1},
 	)
-	_, err = c.acquire(context.Background(), f2, 60*time.Millisecond, 0)
+	c2, _ := newEngineClient(t, Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	_, err = c2.acquire(context.Background(), f2, 500*time.Millisecond, 0)
 	if !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("acquire = %v, want ErrNotObtained", err)
 	}

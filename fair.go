@@ -87,7 +87,7 @@ func (c *Client) newFair(name string, wait time.Duration) *protocol {
 	f := fair{env: c.env, k: keys.Of(name), wait: wait}
 	return &protocol{
 		lockCalls:   f,
-		kind:        kindFair,
+		kind:        KindFair,
 		channel:     f.k.Channel,
 		perWaiter:   true,
 		mode:        wake.WakeOne,

@@ -36,7 +36,7 @@ type lockHandle = Lock
 // invalid name is reported by its methods as ErrInvalid.
 func (c *Client) NewFencedLock(name string) *FencedLock {
 	p := c.newReentrant(name)
-	p.lockCalls, p.kind = fenced{reentrant: c.reentrantCalls(name), token: keys.Tag(keys.TokenPrefix, name)}, kindFenced
+	p.lockCalls, p.kind = fenced{reentrant: c.reentrantCalls(name), token: keys.Tag(keys.TokenPrefix, name)}, KindFenced
 	return &FencedLock{c.newLock(name, p)}
 }
 

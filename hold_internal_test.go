@@ -15,7 +15,7 @@ type fakeHoldEnv struct {
 	closed                      bool
 }
 
-func (e *fakeHoldEnv) renew(uint64, time.Time) (renewal, bool) {
+func (e *fakeHoldEnv) renew(uint64, time.Time) (watchdogEntry, bool) {
 	if e.closed {
 		return nil, false
 	}

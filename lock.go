@@ -40,15 +40,15 @@ type Lock struct {
 	name    string
 	p       *protocol
 	field   string       // owner field C:H
-	latch   string       // unlock latch prefix: keys.Of(name).LatchPrefix + C + ":"
+	latch   string       // unlock latch prefix: tag(keys.UnlockLatchPrefix, name) + ":" + C + ":"
 	invalid error        // set by a bad name
 	op      opLock       // one acquisition or release of this handle at a time
 	h       hold         // the ownership state
 	token   atomic.Int64 // the fencing token of the latest acquisition (fenced lock); 0 for the others
-	// renewal is the watchdog entry of the handle's holds (the hold's
-	// entry), and renewalEnd its end callback, set by the first renew.
-	renewal    renew.Entry
-	renewalEnd func(gen uint64, how renew.End)
+	// entry is the watchdog entry of the handle's holds (the hold's
+	// lifetime's), and entryEnd its end callback, set by the first renew.
+	entry    renew.Entry
+	entryEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -406,8 +406,9 @@ func (l *Lock) unlock(ctx context.Context) error {
 	return l.h.released(r, res)
 }
 
-// latchKey returns the latch key of a new release request: the lock's latch
-// prefix, the client id and a number no other request of the client has.
+// latchKey returns the unlock latch of a new release: the lock's unlock
+// latch prefix, the client id and a number no other release of the client
+// has.
 func (l *Lock) latchKey() string {
 	var num [20]byte
 	var b strings.Builder
@@ -424,7 +425,9 @@ func (l *Lock) latchKey() string {
 // too); this handle's own hold ends with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
-// It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
+// A key that is not this kind of lock (another type, or a hash of another
+// shape) is left as it is, with ErrWrongType saying what it is.
+// It returns ErrWrongType, ErrInvalid, ErrClosed, an error wrapping ctx's error when
 // another call of this handle holds it up until ctx ends, or the Redis
 // error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
@@ -441,7 +444,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	latch := l.latchKey()
 	deleted, err := l.p.forceRelease(ctx, latch)
 	if err != nil {
-		return false, wrapErr(verbForceUnlock, l.name, err)
+		return false, wrapErr(verbForceUnlock, l.name, wrongType(err))
 	}
 	l.c.latches.drop(latch)
 	l.h.forceFreed(fmt.Errorf("%w: force unlocked", ErrNotHeld))

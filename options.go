@@ -84,13 +84,6 @@ type Options struct {
 	// in the middle of an upgrade). See PubSubMode.
 	PubSub PubSubMode
 
-	// ShardedPubSub is the former way to ask for PubSubSharded.
-	//
-	// Deprecated: set PubSub to PubSubSharded. True with PubSub left at
-	// PubSubAuto means PubSubSharded; true with PubSubPlain or PubSubBoth
-	// is ErrInvalid.
-	ShardedPubSub bool
-
 	// Scripter, when set, runs the lock scripts (acquire, release, leave,
 	// force release, status) in place of the redis client given to New. It
 	// is meant for a client-side auto-pipeliner such as go-redis's
@@ -134,11 +127,12 @@ type Options struct {
 	ClientID string
 
 	// Logger, when set, receives what happens away from the caller's
-	// calls: renewal failures and lost locks (Warn), pub/sub reconnects and
-	// holds that Close stopped renewing (Info), and acquisitions that gave
-	// up (Info when their wait ran out, Warn when Redis did not answer),
-	// each with the lock's name and owner field. Nothing is logged on the
-	// way of a lock or unlock that succeeds. Some records are written while
+	// calls: renewal failures and losses (Warn), pub/sub reconnects and
+	// holds and permits that Close stopped renewing (Info), and
+	// acquisitions that gave up (Info when their wait ran out, Warn when
+	// Redis did not answer), each with the object's kind, name and owner.
+	// Nothing is logged on the way of an acquisition or a release that
+	// succeeds. Some records are written while
 	// the client holds internal locks: its handler must not call the Client
 	// or its locks, and should not block. Default nil: silent.
 	Logger *slog.Logger
@@ -152,8 +146,10 @@ type Options struct {
 
 type config struct {
 	Options
-	renewEvery time.Duration
-	publish    string // the release scripts' publish argument: publish, spublish or both
+	publish string // the release scripts' publish argument: publish, spublish or both
+	// afterFunc starts the timers of fixed leases (lifetime.expireAt):
+	// time.AfterFunc, or a test's recorder.
+	afterFunc func(time.Duration, func()) *time.Timer
 }
 
 func (o Options) normalize() (config, error) {
@@ -172,10 +168,10 @@ func (o Options) normalize() (config, error) {
 	case o.SubscriptionLinger < 0:
 		o.SubscriptionLinger = 0
 	}
-	if err := o.normalizePubSub(); err != nil {
-		return config{}, err
+	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
+		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
-	return config{Options: o, renewEvery: o.WatchdogLease / 3}, nil
+	return config{Options: o, afterFunc: time.AfterFunc}, nil
 }
 
 // normalizeDurations sets the durations' defaults and checks their bounds.
@@ -210,22 +206,6 @@ func (o *Options) normalizeDurations() error {
 	}
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = o.RetryMin
-	}
-	return nil
-}
-
-// normalizePubSub checks the pub/sub kind, and maps ShardedPubSub onto it.
-func (o *Options) normalizePubSub() error {
-	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
-		return fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
-	}
-	if o.ShardedPubSub {
-		switch o.PubSub {
-		case PubSubAuto, PubSubSharded:
-			o.PubSub = PubSubSharded
-		default:
-			return fmt.Errorf("%w: Options.ShardedPubSub (deprecated) is true and Options.PubSub is %v; set PubSub alone", ErrInvalid, o.PubSub)
-		}
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // (engine.go) and the hold (hold.go) are the same for every kind.
 type protocol struct {
 	lockCalls
-	kind kind
+	kind Kind // the lock kind, for the events
 	// channel is where a waiter is woken ("": no pub/sub; the engine then
 	// backs off between attempts, within spinFirst and spinMax when set).
 	channel string
@@ -61,29 +61,6 @@ type lockCalls interface {
 	forceRelease(ctx context.Context, latch string) (bool, error)
 	// status reads the lock's state as field sees it.
 	status(ctx context.Context, field string) (Status, error)
-}
-
-// kind names a lock kind.
-type kind uint8
-
-// The lock kinds.
-const (
-	kindReentrant kind = iota
-	kindFair
-	kindRead
-	kindWrite
-	kindFenced
-	kindSpin
-)
-
-var kindNames = [...]string{"reentrant", "fair", "read", "write", "fenced", "spin"}
-
-// String returns the kind's name: reentrant, fair, read, write, fenced, spin.
-func (k kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
 }
 
 // waitChannel is where a waiter of field is woken.
@@ -143,7 +120,8 @@ type attemptArgs struct {
 	holds int           // the hold count the owner has after it
 }
 
-// attemptResult is what one attempt's script told.
+// attemptResult is what one attempt's script told; the fenced lock's adds
+// the token its script returns.
 type attemptResult struct {
 	acquired bool
 	// wait is how long the script says the caller should wait (the
@@ -158,7 +136,7 @@ type attemptResult struct {
 type releaseArgs struct {
 	field string
 	lease time.Duration // the lease a partial release sets again
-	latch string        // the request's latch key
+	latch string        // the release's unlock latch
 	holds int           // the hold count the owner has before it
 }
 

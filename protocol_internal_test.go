@@ -19,7 +19,7 @@ import (
 // a constructor filling a protocol. The engine, the hold and the watchdog
 // take it unchanged.
 
-const kindToy kind = 100
+const kindToy Kind = 100
 
 // toyCalls are the toy kind's Redis calls.
 type toyCalls struct {

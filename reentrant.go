@@ -19,7 +19,7 @@ func (c *Client) newReentrant(name string) *protocol {
 	r := c.reentrantCalls(name)
 	return &protocol{
 		lockCalls:   r,
-		kind:        kindReentrant,
+		kind:        KindReentrant,
 		channel:     r.ch,
 		mode:        wake.WakeOne,
 		holdChannel: r.ch,

@@ -8,20 +8,20 @@ import (
 	"github.com/lualock/lualock/internal/keys"
 )
 
-// The request latches of the semaphores' and the latch's calls: each call
+// The unlock latches of the semaphores' and the count-down latch's calls: each call
 // sends a request id, under which Redis keeps the first send's reply for
 // Options.UnlockLatch, so that a resend after a lost reply replays it.
 
-// newRequest returns a new request latch key of name: the request id is
+// newRequest returns a new unlock latch of a call on name: the request id is
 // 32 hex characters, as Redisson's.
 func newRequest(name string) (key, id string) {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	id = hex.EncodeToString(b[:])
-	return keys.Tag(keys.RequestPrefix, name) + ":" + id, id
+	return keys.Tag(keys.RequestLatchPrefix, name) + ":" + id, id
 }
 
-// dropLatch has the sweeper delete the request latch req once its call
+// dropLatch has the sweeper delete the unlock latch req once its call
 // got Redis's reply (err is nil or Redis's error): nothing resends it any
 // more. Left alone it would live Options.UnlockLatch.
 func (c *Client) dropLatch(err error, req string) {

@@ -51,8 +51,8 @@ type ReadWriteLock struct {
 // owner. An invalid name is reported by its locks' methods as ErrInvalid.
 func (c *Client) NewReadWriteLock(name string) *ReadWriteLock {
 	env := rwEnv{env: c.env, name: name, prefix: keys.RWTimeoutPrefix(name), ch: keys.Tag(keys.RWLockPrefix, name)}
-	r := c.newLock(name, c.rwProtocol(kindRead, rwRead{env}, env.ch, wake.WakeShared, "", rwReadRenewal))
-	w := c.newLock(name, c.rwProtocol(kindWrite, rwWrite{env}, env.ch, wake.WakeOne, ":write", lockRenewal))
+	r := c.newLock(name, c.rwProtocol(KindRead, rwRead{env}, env.ch, wake.WakeShared, "", rwReadRenewal))
+	w := c.newLock(name, c.rwProtocol(KindWrite, rwWrite{env}, env.ch, wake.WakeOne, ":write", lockRenewal))
 	w.field = r.field // one owner: the writer may read
 	return &ReadWriteLock{name: name, read: r, write: w}
 }
@@ -82,7 +82,7 @@ func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 // own holds only); a writer's are counted in C:H:write and renewed as the
 // reentrant lock's. Timers are the reentrant lock's (any wait from 1ms,
 // capped by Options.MaxWaitTimer).
-func (c *Client) rwProtocol(k kind, calls lockCalls, ch string, mode wake.Mode, count string, renewal *renew.Spec) *protocol {
+func (c *Client) rwProtocol(k Kind, calls lockCalls, ch string, mode wake.Mode, count string, renewal *renew.Spec) *protocol {
 	return &protocol{
 		lockCalls:   calls,
 		kind:        k,

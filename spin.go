@@ -28,7 +28,7 @@ func (c *Client) NewSpinLock(name string) *Lock {
 	r := c.reentrantCalls(name)
 	r.publish = "none"
 	p := c.newReentrant(name)
-	p.lockCalls, p.kind = r, kindSpin
+	p.lockCalls, p.kind = r, KindSpin
 	p.channel, p.holdChannel = "", ""
 	p.spinFirst, p.spinMax = spinFirst, spinMax
 	return c.newLock(name, p)

@@ -305,7 +305,7 @@ func TestStatusText(t *testing.T) {
 	}
 	defer s.rdb.Del(context.Background(), name)
 	p, code = s.run(t, nil, "status", "-json", name)
-	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock") {
+	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock (a hash) nor a semaphore") {
 		t.Errorf("status of a string key: exit %d, stderr %q", code, p.stderr.String())
 	}
 }
@@ -401,9 +401,12 @@ func TestWaitNotObtained(t *testing.T) {
 		args     []string
 		min, max time.Duration
 	}{
-		{[]string{"-wait", "200ms"}, 200 * time.Millisecond, 1500 * time.Millisecond},
-		{[]string{"-wait", "0"}, 0, time.Second},
-		{[]string{"-wait", "200ms", "-lease", "5s"}, 200 * time.Millisecond, 1500 * time.Millisecond},
+		// -wait 1s, not less: the race-built binary's start and its first
+		// contact with Redis count in it, and took more than 200ms on a
+		// loaded 2-core machine (load average 14), which then exits 1.
+		{[]string{"-wait", "1s"}, time.Second, 4 * time.Second},
+		{[]string{"-wait", "0"}, 0, 3 * time.Second},
+		{[]string{"-wait", "1s", "-lease", "5s"}, time.Second, 4 * time.Second},
 	} {
 		args := append(append([]string{"lock"}, tc.args...), name, "--", "sh", "-c", "echo ran")
 		p, code := s.run(t, nil, args...)
@@ -425,8 +428,8 @@ func TestWaitNotObtained(t *testing.T) {
 	}
 }
 
-// A holder killed with SIGKILL releases nothing: the next process gets the
-// lock when the lease runs out.
+// A holder killed with SIGKILL together with its supervisor releases
+// nothing: the next process gets the lock when the lease runs out.
 func TestExpiryAfterHolderDies(t *testing.T) {
 	s := newServer(t)
 	for _, tc := range []struct {
@@ -440,13 +443,12 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := lockName(t)
-			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sleep", "30")
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30`, "sh", pidFile)
 			holder := s.start(t, tc.env, args...)
-			s.waitLocked(t, name)
+			cmdPID := readPIDs(t, pidFile)[0]
 			time.Sleep(300 * time.Millisecond) // the watchdog has renewed at least once
-			if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			killHolderAndSupervisor(t, holder, cmdPID)
 			killed := time.Now()
 			if code := holder.wait(t, 5*time.Second); code != 128+9 {
 				t.Fatalf("holder exit %d, want %d", code, 128+9)
@@ -700,6 +702,60 @@ func TestForceUnlock(t *testing.T) {
 	}
 }
 
+// unlock -force on a key that is not a lock leaves it byte for byte as it
+// was (DUMP), prints one line saying what it is and exits 1; a read-write
+// lock (Redisson's layout) is force-unlocked in its mode.
+func TestForceUnlock_notALock(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, is string
+		make     func(k string) error
+	}{
+		{"string", "a string", func(k string) error { return s.rdb.Set(ctx, k, "important data", 0).Err() }},
+		{"list", "a list", func(k string) error { return s.rdb.RPush(ctx, k, "a", "b").Err() }},
+		{"set", "a set", func(k string) error { return s.rdb.SAdd(ctx, k, "a").Err() }},
+		{"zset", "a zset", func(k string) error { return s.rdb.ZAdd(ctx, k, redis.Z{Score: 1, Member: "a"}).Err() }},
+		{"stream", "a stream", func(k string) error {
+			return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []string{"f", "v"}}).Err()
+		}},
+		{"hash", `a hash whose field "user" holds "alice"`, func(k string) error { return s.rdb.HSet(ctx, k, "user", "alice").Err() }},
+		{"hash of two counts", "a hash of 2 fields", func(k string) error { return s.rdb.HSet(ctx, k, "a:1", "1", "b:1", "1").Err() }},
+	} {
+		name := lockName(t) + ":" + strings.ReplaceAll(tc.name, " ", "_")
+		if err := tc.make(name); err != nil {
+			t.Fatal(err)
+		}
+		before, err := s.rdb.Dump(ctx, name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		stderr := p.stderr.String()
+		if code != exitError || p.stdout.String() != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, name+" is "+tc.is+", not a lock") {
+			t.Errorf("unlock -force of a %s: exit %d, stdout %q, stderr %q; want exit %d and one line saying it is %s",
+				tc.name, code, p.stdout.String(), stderr, exitError, tc.is)
+		}
+		if after, err := s.rdb.Dump(ctx, name).Result(); err != nil || after != before {
+			t.Errorf("unlock -force of a %s changed it: DUMP before %q, after %q (%v)", tc.name, before, after, err)
+		}
+	}
+	for _, mode := range []string{"read", "write"} {
+		name := lockName(t) + ":" + mode
+		field := "8f3b6c1e-3f2a-4c55-9e43-1b2a3c4d5e6f:57"
+		if mode == "write" {
+			field += ":write"
+		}
+		if err := s.rdb.HSet(ctx, name, "mode", mode, field, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		if code != 0 || p.stdout.String() != "lualock: lock "+name+" force-unlocked (deleted)\n" || s.exists(t, name) {
+			t.Errorf("unlock -force of a read-write lock in %s mode: exit %d, stdout %q, stderr %q", mode, code, p.stdout.String(), p.stderr.String())
+		}
+	}
+}
+
 func TestFair(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
@@ -763,7 +819,8 @@ func TestUnreachable(t *testing.T) {
 	l.Close() // nothing listens there now
 	var stdout, stderr bytes.Buffer
 	for _, args := range [][]string{
-		{"lock", "-addr", addr, "x", "--", "true"},
+		// lock tries again within -wait (else 5s) before it gives up.
+		{"lock", "-addr", addr, "-wait", "300ms", "x", "--", "true"},
 		{"status", "-addr", "redis://" + addr + "/0", "x"},
 		{"unlock", "-force", "-addr", addr, "x"},
 	} {

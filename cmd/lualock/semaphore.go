@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock"
 )
 
@@ -23,7 +25,7 @@ const envPermit = "LUALOCK_PERMIT"
 // this one comes back when its lease runs out unrenewed. The permits are
 // shared with Redisson's RPermitExpirableSemaphore (4.x) of the same name
 // and counted with its RSemaphore.
-func runPermit(ctx context.Context, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, stdin io.Reader, stdout, stderr io.Writer) int {
+func runPermit(ctx context.Context, rdb redis.UniversalClient, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, ho handover, stdin io.Reader, stdout, stderr io.Writer) int {
 	sem := client.NewPermitExpirableSemaphore(a.name)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
@@ -94,6 +96,8 @@ wait:
 			_ = releasePermit()
 		}
 		return errorf(stderr, 128+signum(sig), "%v while waiting for a permit of semaphore %s", sig, a.name)
+	case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
+		return a.notObtained // as flock -n: the status says it
 	case errors.Is(err, lualock.ErrNotObtained):
 		return errorf(stderr, a.notObtained, "no permit of semaphore %s within %v%s", a.name, a.wait.d, lastError(err))
 	case errors.Is(err, lualock.ErrUnavailable):
@@ -111,6 +115,8 @@ wait:
 	if a.lease.set {
 		lease = a.lease.d
 	}
+	info := startHolderInfo(rdb, holderKey(a.name, permit.ID()), permit.Context(), a.command, lease, !a.lease.set)
+	defer info.stop()
 	env := append(os.Environ(),
 		envName+"="+a.name,
 		envPermit+"="+permit.ID(),
@@ -121,5 +127,7 @@ wait:
 		_ = releasePermit()
 		return errorf(stderr, code, "%v", err)
 	}
+	ho.Permit = permit.ID()
+	sup.send(handoverLine(ho))
 	return supervise(sup, releasePermit, permit.Context(), a, sigs, stderr)
 }

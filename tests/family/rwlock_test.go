@@ -2,6 +2,7 @@ package family
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -291,15 +292,16 @@ func rwReadOfWriterReleased(t *testing.T, b backends.Backend, rdb redis.Universa
 }
 
 // rwOtherKind: a hash without a mode field (a reentrant lock under the same
-// name) is waited for and never written.
+// name) is waited for and never written; a force release leaves it and
+// answers WRONGTYPE.
 func rwOtherKind(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	acquired(t, "reentrant lock")(lockAcquire(rdb, n, r1, 1, lease))
 	refused(t, "read", lease)(readAcquire(rdb, n, r2, 1, lease))
 	refused(t, "write", lease)(writeAcquire(rdb, n, r2, 1, lease))
 	released(t, "read release by the same field", -1)(readRelease(rdb, n, n.latch(), r1, 1, pub(b)))
 	ok, err := forceRelease(rdb, n, n.latch(), "read", pub(b))
-	if err != nil || ok {
-		t.Fatalf("force release read of a reentrant lock = %v, %v; want false", ok, err)
+	if ok || !redis.HasErrorPrefix(err, "WRONGTYPE") || !strings.Contains(err.Error(), "is a lock, not a read-write lock") {
+		t.Fatalf("force release read of a reentrant lock = %v, %v; want a WRONGTYPE error saying it is a lock", ok, err)
 	}
 	backends.WantHash(t, rdb, n.name, map[string]string{r1: "1"})
 	del(t, rdb, n.name)
