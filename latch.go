@@ -109,7 +109,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 }
 
 func (l *CountDownLatch) count(ctx context.Context) (int64, error) {
-	return generated.LatchCount(ctx, l.c.env.calls, generated.LatchCountKeys{Latch: l.name}, generated.LatchCountArgs{})
+	return generated.LatchCount(ctx, l.c.env.calls, generated.LatchCountKeys{Latch: l.name})
 }
 
 // Await blocks until the latch is open (its count is 0, or it was never

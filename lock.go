@@ -313,8 +313,9 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 		return err
 	}
 	latch := l.latchKey()
-	if _, err = l.p.release(ctx, releaseArgs{field: l.field, lease: lease, latch: latch, holds: want}); err == nil {
-		l.c.latches.drop(latch)
+	res, err := l.p.release(ctx, releaseArgs{field: l.field, lease: lease, latch: latch, holds: want})
+	if err == nil {
+		l.c.latches.dropIfWritten(latch, res, want)
 	}
 	return err
 }
@@ -402,7 +403,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 	if err != nil {
 		return l.h.unconfirmed(r, err, ended)
 	}
-	l.c.latches.drop(r.latch) // the reply is in: nothing will resend this request
+	l.c.latches.dropIfWritten(r.latch, res, r.holds) // the reply is in: nothing will resend this request
 	return l.h.released(r, res)
 }
 

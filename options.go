@@ -36,17 +36,17 @@ type Options struct {
 	// instead; see NewFairLock.) Default 10s.
 	MaxWaitTimer time.Duration
 
-	// UnlockLatch is how long Redis keeps the outcome of a release under its
-	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. The latch is deleted as soon as the
-	// release's reply arrives (in the background, batched, off the caller's
-	// path), so only the latches of releases whose reply was lost live this
-	// long. Past the latch the release still is not applied twice (it names
-	// the hold count it releases from), but the resend of a last hold's
-	// release (the next Unlock or Lock of the handle) then finds the lock
-	// gone and cannot tell whether its first send released it or the lock
-	// was lost before: it reports ErrNotHeld, and the hold's Context ends
-	// with ErrNotHeld. Keep it above the time go-redis may take to resend a
+	// UnlockLatch is how long Redis keeps the outcome of a last hold's
+	// release under its request id, so that the release sent again after a
+	// lost reply replays "released" instead of "held nothing" (any other
+	// release names the hold count it releases from, which replays it
+	// without a latch). The latch is deleted as soon as the release's reply
+	// arrives (in the background, batched, off the caller's path), so only
+	// the latches of releases whose reply was lost live this long. Past the
+	// latch the resend of a last hold's release (the next Unlock or Lock of
+	// the handle) finds the lock gone and cannot tell whether its first send
+	// released it or the lock was lost before: it reports ErrNotHeld, and
+	// the hold's Context ends with ErrNotHeld. Keep it above the time go-redis may take to resend a
 	// command (ReadTimeout x (MaxRetries+1), 12s with go-redis's defaults at
 	// worst) and above the time a caller may take to call Unlock again
 	// after an error. Default 10s.

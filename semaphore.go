@@ -129,7 +129,7 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 	}
 	var v int64
 	err := s.c.call(ctx, func(ctx context.Context) (err error) {
-		v, err = generated.SemaphoreAvailable(ctx, s.c.env.calls, generated.SemaphoreAvailableKeys{Sem: s.name}, generated.SemaphoreAvailableArgs{})
+		v, err = generated.SemaphoreAvailable(ctx, s.c.env.calls, generated.SemaphoreAvailableKeys{Sem: s.name})
 		return err
 	})
 	return int(v), wrapErr(verbAvailable, s.name, err)

@@ -10,7 +10,8 @@ import (
 	"github.com/lualock/lualock/internal/keys"
 )
 
-// latchSweeper deletes the unlock latches of releases whose reply arrived.
+// latchSweeper deletes the unlock latches of releases whose reply arrived
+// (those of last holds: see dropIfWritten).
 //
 // A latch (see Options.UnlockLatch) only serves a release sent again with
 // the same request id: by go-redis after a lost reply, or by the handle's
@@ -65,6 +66,16 @@ func (s *latchSweeper) drop(latch string) {
 		case s.kick <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// dropIfWritten queues latch for deletion if the release that replied res
+// wrote it: the last hold's (res 1), or any of a release that named no hold
+// count (holds 0). A release that named its count and left holds (res 0)
+// wrote none: its count makes its resend safe.
+func (s *latchSweeper) dropIfWritten(latch string, res *int64, holds int) {
+	if holds == 0 || (res != nil && *res == 1) {
+		s.drop(latch)
 	}
 }
 

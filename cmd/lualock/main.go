@@ -26,7 +26,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lualock/lualock/internal/version"
+	"github.com/lualock/lualock/cmd/luagen/version"
 )
 
 // Exit codes of lualock itself. lock otherwise exits with the command's

@@ -190,6 +190,26 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	}
 }
 
+// runCost runs lualock once on a free lock of its own (start, connect,
+// lock, run true, release, exit) and returns how long that took: the
+// canary of a test whose -wait or bound in milliseconds includes the
+// process's start and connection, which on a machine starved of CPU take
+// longer than any constant allows.
+func (s *server) runCost(t *testing.T) time.Duration {
+	t.Helper()
+	p, code := s.run(t, nil, "lock", "-wait", "10s", lockName(t)+":canary", "--", "true")
+	if code != 0 {
+		t.Fatalf("canary run: exit %d: %s", code, p.stderr.String())
+	}
+	t.Logf("canary: a whole lualock run on a free lock took %v", p.took)
+	return p.took
+}
+
+// waitArg is D + cost as a -wait argument.
+func waitArg(d, cost time.Duration) string {
+	return (d + cost).Round(time.Millisecond).String()
+}
+
 func (s *server) exists(t *testing.T, key string) bool {
 	n, err := s.rdb.Exists(context.Background(), key).Result()
 	if err != nil {
@@ -391,22 +411,31 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
+// -wait D gives up after D (and not before), counted from lualock's start.
+// The upper bounds (D + 1.3s, 1s for -wait 0) cover the process's start,
+// connection and exit: each grows by a canary run's cost measured in the
+// same test, so that a loaded machine does not pass for a late give-up
+// (nor an idle one for a quick one).
 func TestWaitNotObtained(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	ready := readyFile(t)
 	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
+	cost := s.runCost(t)
+	waitD := (time.Second + cost).Round(time.Millisecond)
+	wait := waitD.String()
 	for _, tc := range []struct {
 		args     []string
 		min, max time.Duration
 	}{
-		// -wait 1s, not less: the race-built binary's start and its first
+		// -wait 1s and more: the race-built binary's start and its first
 		// contact with Redis count in it, and took more than 200ms on a
-		// loaded 2-core machine (load average 14), which then exits 1.
-		{[]string{"-wait", "1s"}, time.Second, 4 * time.Second},
-		{[]string{"-wait", "0"}, 0, 3 * time.Second},
-		{[]string{"-wait", "1s", "-lease", "5s"}, time.Second, 4 * time.Second},
+		// loaded 2-core machine (load average 14), which then exits 1;
+		// with wait, 1s + a whole run's cost, it gets to wait.
+		{[]string{"-wait", wait}, waitD, waitD + 1300*time.Millisecond + cost},
+		{[]string{"-wait", "0"}, 0, time.Second + cost},
+		{[]string{"-wait", wait, "-lease", "5s"}, waitD, waitD + 1300*time.Millisecond + cost},
 	} {
 		args := append(append([]string{"lock"}, tc.args...), name, "--", "sh", "-c", "echo ran")
 		p, code := s.run(t, nil, args...)
@@ -457,8 +486,10 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("second lock: exit %d: %s", code, p.stderr.String())
 			}
-			if took := time.Since(killed); took > tc.lease+time.Second {
-				t.Errorf("the lock was free %v after its holder died, want within the lease %v (+1s slack)", took, tc.lease)
+			// The second lualock's whole run is in took: the slack grows by
+			// what such a run costs on this machine now (runCost).
+			if took, cost := time.Since(killed), s.runCost(t); took > tc.lease+time.Second+cost {
+				t.Errorf("the lock was free %v after its holder died, want within the lease %v (+1s slack, +%v a lualock run costs now)", took, tc.lease, cost)
 			}
 		})
 	}
@@ -559,10 +590,12 @@ func TestFairWaiterDies(t *testing.T) {
 	if code := next.wait(t, 10*time.Second); code != 0 {
 		t.Fatalf("second waiter exit %d: %s", code, next.stderr.String())
 	}
-	took := time.Since(released)
+	// The second waiter's exit is in took (its command's run, its release,
+	// its exit): the slack grows by a whole lualock run measured now.
+	took, cost := time.Since(released), s.runCost(t)
 	t.Logf("the waiter behind the dead one got the lock %v after the release (budget %v)", took, budget)
-	if took > budget+300*time.Millisecond {
-		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack)", took, budget)
+	if took > budget+300*time.Millisecond+cost {
+		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack, +%v a lualock run costs now)", took, budget, cost)
 	}
 	waitFor(t, "queue empty", 5*time.Second, queued(0))
 	if n := s.rdb.Exists(ctx, name, queue, keys.Of(name).Timeouts).Val(); n != 0 {
@@ -780,10 +813,12 @@ func TestFair(t *testing.T) {
 			t.Errorf("waiter %d: %+v, want a deadline in the future", i, w)
 		}
 	}
-	// A fair waiter that gives up leaves the queue.
-	p, code := s.run(t, nil, "lock", "-fair", "-wait", "100ms", name, "--", "true")
+	// A fair waiter that gives up leaves the queue. Its -wait covers a
+	// canary run's cost: it must get to wait, not give up connecting.
+	wait := waitArg(100*time.Millisecond, s.runCost(t))
+	p, code := s.run(t, nil, "lock", "-fair", "-wait", wait, name, "--", "true")
 	if code != exitNotObtained {
-		t.Errorf("-fair -wait 100ms: exit %d: %s", code, p.stderr.String())
+		t.Errorf("-fair -wait %s: exit %d: %s", wait, code, p.stderr.String())
 	}
 	if n, _ := s.rdb.LLen(context.Background(), queue).Result(); n != 2 {
 		t.Errorf("queue has %d waiters after one gave up, want 2", n)
@@ -951,16 +986,18 @@ func silentServer(t *testing.T) string {
 
 // -wait bounds everything from lualock's start to the lock, connecting
 // included: against a server that accepts and never answers, -wait 700ms
-// gives up after about 700ms.
+// gives up after about 700ms. The upper bounds grow by a canary run's cost
+// measured in the same test (the process's start and exit).
 func TestWaitBoundsConnect(t *testing.T) {
 	s := newServer(t)
 	addr := silentServer(t)
+	cost := s.runCost(t)
 	for _, tc := range []struct {
 		args     []string
 		min, max time.Duration
 	}{
-		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500 * time.Millisecond},
-		{[]string{"-wait", "300ms", "-lease", "5s"}, 300 * time.Millisecond, 1100 * time.Millisecond},
+		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500*time.Millisecond + cost},
+		{[]string{"-wait", "300ms", "-lease", "5s"}, 300 * time.Millisecond, 1100*time.Millisecond + cost},
 	} {
 		args := append(append([]string{"lock", "-addr", addr}, tc.args...), "x", "--", "echo", "ran")
 		p, code := s.run(t, nil, args...)

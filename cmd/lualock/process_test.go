@@ -234,21 +234,26 @@ func TestExitStatuses(t *testing.T) {
 }
 
 // -E sets the exit status of "not obtained"; -n is -wait 0; -q leaves the
-// status alone to say it.
+// status alone to say it. A -wait counts from lualock's start, connection
+// included: it is 100ms plus a canary run's cost measured in the same
+// test, so that the process gets to wait for the lock on a loaded machine
+// instead of giving up connecting (which is exit status 1, whatever -E
+// says).
 func TestNotObtainedStatus(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	ready := readyFile(t)
 	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
+	wait := waitArg(100*time.Millisecond, s.runCost(t))
 	for _, tc := range []struct {
 		args []string
 		want int
 	}{
 		{[]string{"-n"}, exitNotObtained},
 		{[]string{"-n", "-E", "75"}, 75},
-		{[]string{"-wait", "100ms", "-E", "0"}, 0},
-		{[]string{"-E", "9", "-wait", "100ms", "-q"}, 9},
+		{[]string{"-wait", wait, "-E", "0"}, 0},
+		{[]string{"-E", "9", "-wait", wait, "-q"}, 9},
 	} {
 		args := append(append([]string{"lock"}, tc.args...), name, "--", "echo", "ran")
 		p, code := s.run(t, nil, args...)
@@ -483,7 +488,9 @@ func TestForceUnlockNoticedAtOnce(t *testing.T) {
 }
 
 // -wait bounds the call on a Redis that stops answering, and a lualock that
-// gave up never takes the lock afterwards.
+// gave up never takes the lock afterwards. The upper bound (-wait + 800ms)
+// grows by a canary run's cost measured in the same test, before the pause
+// (the process's start and exit).
 func TestWaitPausedRedis(t *testing.T) {
 	srv, err := harness.Start(harness.Options{})
 	if err != nil {
@@ -494,6 +501,7 @@ func TestWaitPausedRedis(t *testing.T) {
 	defer rdb.Close()
 	s := &server{addr: srv.Addr(), rdb: rdb}
 	name := lockName(t)
+	cost := s.runCost(t)
 	if err := srv.Pause(); err != nil {
 		t.Skip(err)
 	}
@@ -501,8 +509,8 @@ func TestWaitPausedRedis(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if code != exitError || p.stdout.String() != "" || p.took > 1500*time.Millisecond || p.took < 700*time.Millisecond {
-		t.Errorf("exit %d after %v, stdout %q, stderr %q; want %d after about 700ms", code, p.took, p.stdout.String(), p.stderr.String(), exitError)
+	if code != exitError || p.stdout.String() != "" || p.took > 1500*time.Millisecond+cost || p.took < 700*time.Millisecond {
+		t.Errorf("exit %d after %v, stdout %q, stderr %q; want %d after about 700ms (at most %v)", code, p.took, p.stdout.String(), p.stderr.String(), exitError, 1500*time.Millisecond+cost)
 	}
 	time.Sleep(300 * time.Millisecond)
 	if s.exists(t, name) {
