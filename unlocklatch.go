@@ -70,11 +70,11 @@ func (s *latchSweeper) drop(latch string) {
 }
 
 // dropIfWritten queues latch for deletion if the release that replied res
-// wrote it: the last hold's (res 1), or any of a release that named no hold
-// count (holds 0). A release that named its count and left holds (res 0)
-// wrote none: its count makes its resend safe.
-func (s *latchSweeper) dropIfWritten(latch string, res *int64, holds int) {
-	if holds == 0 || (res != nil && *res == 1) {
+// wrote it: the last hold's (releaseFreed), or any of a release that named
+// no hold count (holds 0). A release that named its count and left holds
+// (releasePartial) wrote none: its count makes its resend safe.
+func (s *latchSweeper) dropIfWritten(latch string, res releaseOutcome, holds int) {
+	if holds == 0 || res == releaseFreed {
 		s.drop(latch)
 	}
 }
