@@ -62,11 +62,12 @@
 // it, Redis restarted without persistence or failed over, or renewals
 // failed for a whole lease. A hold's Context (and Done), and a Permit's,
 // ends when that is found, with ErrLockLost as its cause (see
-// context.Cause); after a normal Unlock or Release the cause is ErrNotHeld. Do the protected work under Lock.Context to stop it
-// when the lock is lost. A loss is found by the watchdog's renewals (every
-// WatchdogLease/3) or, for a fixed lease, when it runs out; with
-// Options.WatchHolds a force unlock is heard at once, from the message it
-// publishes on the lock's channel.
+// context.Cause); after a normal Unlock or Release the cause is ErrNotHeld.
+// Do the protected work under Lock.Context to stop it when the lock is
+// lost. A loss is found within milliseconds by the client's hold tracker,
+// which Redis tells of every change of a held key (client-side caching),
+// whatever made it; the watchdog's renewals (every WatchdogLease/3) and,
+// for a fixed lease, its end are the fallback (see Options.NoHoldTracking).
 //
 // The end of a lease is signalled early, by a margin of 1% of the lease
 // plus 2ms (Redlock's allowance; 302ms for the default 30s): a hold or a

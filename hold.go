@@ -2,9 +2,12 @@ package lualock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lualock/lualock/internal/renew"
 )
 
 // holdState is where a handle's ownership of its lock stands.
@@ -70,6 +73,7 @@ type holdEnv interface {
 type hold struct {
 	env           holdEnv
 	watchdogLease time.Duration
+	unlockLatch   time.Duration // Options.UnlockLatch
 
 	mu        sync.Mutex
 	state     holdState
@@ -79,7 +83,7 @@ type hold struct {
 	latch     string        // releasing, unsettled: the unlock latch of the release
 	cause     error         // lost: the loss; releasing: a loss reported meanwhile (pending)
 	life      lifetime      // the current hold's lifetime
-	watcher   *holdWatcher  // Options.WatchHolds: the hold listens on its channel
+	watcher   *holdWatcher  // the hold tracker's watch of the hold (nil: none)
 	acquiring int           // acquire calls of this handle under way
 }
 
@@ -245,6 +249,13 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 		h.cause = cause
 	case h.state == unsettled && h.holds == 1:
 		h.goneUnsettled(cause)
+	case h.state == unsettled:
+		// The release of one of several holds is unsettled: the lock is
+		// gone, so that release has nothing left to do; the holds left
+		// after it each report the loss.
+		h.holds--
+		h.state, h.cause = lost, cause
+		h.finish(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
@@ -270,6 +281,16 @@ func (h *hold) expire(gen uint64, cause error) {
 	defer h.mu.Unlock()
 	switch {
 	case !h.current(gen):
+	case (h.state == releasing || h.state == unsettled) && h.holds == 1:
+		// The lease ran out after Unlock began for the last hold, while
+		// its release was held up (or unsettled): the hold was live when
+		// the caller let go of it, and nothing says it was taken away.
+		h.cause = errRanOutInRelease
+		if h.state == unsettled {
+			h.cause = nil
+			h.life.unwatch()
+		}
+		h.life.end(errRanOutInRelease)
 	case h.state == releasing:
 		h.cause = cause
 		h.life.end(cause)
@@ -277,6 +298,23 @@ func (h *hold) expire(gen uint64, cause error) {
 		h.state, h.cause = lost, cause
 		h.finish(cause)
 	}
+}
+
+// errRanOutInRelease ends a hold whose lease ran out after the release of
+// its last hold began, before the release landed.
+var errRanOutInRelease = fmt.Errorf("%w: the lease ran out while the release was held up", ErrNotHeld)
+
+// ranOutInRelease reports whether the lease of a last hold under the
+// watchdog, released by r, may have run out by now (less the margin): no
+// renewal landed for a whole lease. h.mu is held.
+func (h *hold) ranOutInRelease(r release, pending error) bool {
+	if !r.watched || r.holds != 1 {
+		return false
+	}
+	if errors.Is(pending, errRanOutInRelease) {
+		return true
+	}
+	return time.Since(h.life.entry.Renewed()) >= h.watchdogLease-renew.LossMargin(h.watchdogLease)
 }
 
 // watcherLost is lose for a hold watcher's finding, while w is still the
@@ -366,9 +404,8 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	r.latch = h.latch
 	h.state, h.cause = releasing, nil
 	if r.holds == 1 {
-		// The last release publishes on the lock's channel: the handle's
-		// own hold watcher (Options.WatchHolds) must not take it for a
-		// force unlock.
+		// The last release deletes the key the hold is tracked by: the
+		// hold watcher must not take that for a loss.
 		h.unwatch()
 	}
 	return r, nil
@@ -448,22 +485,31 @@ func (h *hold) unconfirmed(r release, err error, detached bool) error {
 
 // released records the reply of a release (res, see protocol.release):
 // releasing to free, held (or lapsed) for a partial release, or lost.
-func (h *hold) released(r release, res *int64) error {
+func (h *hold) released(r release, res releaseOutcome) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == nil && r.resend && r.holds == 1:
-		// The release was sent before without a reply, and its latch has
-		// expired: the lock is gone because that send released it, or
-		// because it was lost before. Either way this hold has ended, as
-		// the caller asked; nothing says it was taken away.
+	case res == releaseNotHeld && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
+		// The release was sent before without a reply (by an earlier
+		// Unlock, or by a retry within this one, which lasted past the
+		// latch), and its latch may have expired: the lock is gone because
+		// that send released it, or because it was lost before. Either way
+		// this hold has ended, as the caller asked; nothing says it was
+		// taken away.
 		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
-	case res == nil && r.watched:
+	case res == releaseNotHeld && h.ranOutInRelease(r, pending):
+		// The release found the lock gone after no renewal landed for a
+		// lease, while it was held up: the hold was live when Unlock
+		// began; nothing took the lock away.
+		h.state, h.holds = free, 0
+		h.finish(errRanOutInRelease)
+		return errRanOutInRelease
+	case res == releaseNotHeld && r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
 		// remaining hold's Unlock reports the loss too.
@@ -475,16 +521,16 @@ func (h *hold) released(r release, res *int64) error {
 		}
 		h.finish(cause)
 		return cause
-	case res == nil:
+	case res == releaseNotHeld:
 		h.state, h.holds = free, 0
 		h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
 		return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
-	case *res == 0 && pending != nil:
+	case res == releasePartial && pending != nil:
 		// A replayed partial release, but the lock was lost meanwhile.
 		h.holds--
 		h.state, h.cause = lost, pending
 		h.finish(pending)
-	case *res == 0 && h.holds > 1:
+	case res == releasePartial && h.holds > 1:
 		h.holds--
 		h.state = held
 		if h.life.ended != nil {

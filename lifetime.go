@@ -40,8 +40,9 @@ type lifetime struct {
 type watchdogEntry interface {
 	Pause(ctx context.Context) error // no renewal runs or starts until Resume
 	Resume()
-	Stop()        // renew no more, still report the expiry
-	Remove() bool // forget it: no end is reported after
+	Stop()              // renew no more, still report the expiry
+	Remove() bool       // forget it: no end is reported after
+	Renewed() time.Time // when its lease was last set
 }
 
 // begin starts a new lifetime, whose acquisition started at since. The

@@ -36,17 +36,18 @@ type Options struct {
 	// instead; see NewFairLock.) Default 10s.
 	MaxWaitTimer time.Duration
 
-	// UnlockLatch is how long Redis keeps the outcome of a release under its
-	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. The latch is deleted as soon as the
-	// release's reply arrives (in the background, batched, off the caller's
-	// path), so only the latches of releases whose reply was lost live this
-	// long. Past the latch the release still is not applied twice (it names
-	// the hold count it releases from), but the resend of a last hold's
-	// release (the next Unlock or Lock of the handle) then finds the lock
-	// gone and cannot tell whether its first send released it or the lock
-	// was lost before: it reports ErrNotHeld, and the hold's Context ends
-	// with ErrNotHeld. Keep it above the time go-redis may take to resend a
+	// UnlockLatch is how long Redis keeps the outcome of a last hold's
+	// release under its request id, so that the release sent again after a
+	// lost reply replays "released" instead of "held nothing" (any other
+	// release names the hold count it releases from, which replays it
+	// without a latch). The latch is deleted as soon as the release's reply
+	// arrives (in the background, batched, off the caller's path), so only
+	// the latches of releases whose reply was lost live this long. Past the
+	// latch the resend of a last hold's release (the next Unlock or Lock of
+	// the handle, or a retry within one Unlock that lasted past the latch)
+	// finds the lock gone and cannot tell whether its first send
+	// released it or the lock was lost before: it reports ErrNotHeld, and
+	// the hold's Context ends with ErrNotHeld. Keep it above the time go-redis may take to resend a
 	// command (ReadTimeout x (MaxRetries+1), 12s with go-redis's defaults at
 	// worst) and above the time a caller may take to call Unlock again
 	// after an error. Default 10s.
@@ -107,19 +108,17 @@ type Options struct {
 	// not close it. Default nil: the redis client runs them.
 	Scripter redis.Scripter
 
-	// WatchHolds makes every held lock listen on its lock's channel while
-	// it is held, so that a force release (ForceUnlock, Redisson's
-	// forceUnlock) ends the hold's Context with ErrLockLost within
-	// milliseconds instead of at the next renewal (WatchdogLease/3 later; for
-	// a fixed lease, not before the lease runs out). It costs one channel
-	// subscription per held lock name on the shared pub/sub connection
-	// (SUBSCRIBE when a hold begins, UNSUBSCRIBE SubscriptionLinger after it
-	// ends) and one HEXISTS per message heard while held. Redisson's
-	// forceUnlock of a fair lock publishes only to the head of its queue, so
-	// a fair hold hears this package's ForceUnlock but not Redisson's. See
-	// the README (Losing a lock) for the figures behind the default.
-	// Default false.
-	WatchHolds bool
+	// NoHoldTracking turns off the hold tracker. By default every hold (a
+	// lock's, write or read, and a permit) on a *redis.Client, a failover
+	// client or a *redis.ClusterClient is watched through Redis's
+	// client-side caching on a connection of the client's own per Redis
+	// node: any change that ends the hold in Redis (a delete, an expiry, a
+	// force unlock by anyone, FLUSHALL, an overwrite, a restart that lost
+	// it) ends its Context with ErrLockLost within milliseconds (see
+	// docs/GUIDE.md, Losing a lock). Without it a loss is noticed at the
+	// next renewal (WatchdogLease/3 later; for a fixed lease, when it runs
+	// out). Default false.
+	NoHoldTracking bool
 
 	// ClientID is the client id C of the owner fields C:H. Default: a random
 	// UUID v4. Set it only to recognise a process's holds from outside; two
@@ -153,42 +152,8 @@ type config struct {
 }
 
 func (o Options) normalize() (config, error) {
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		switch {
-		case *d == 0:
-			*d = v
-		case *d < 0:
-			return fmt.Errorf("%w: Options.%s is %v, want > 0", ErrInvalid, name, *d)
-		}
-		return nil
-	}
-	for _, f := range []struct {
-		p    *time.Duration
-		v    time.Duration
-		name string
-	}{
-		{&o.WatchdogLease, 30 * time.Second, "WatchdogLease"},
-		{&o.FairWait, 5 * time.Minute, "FairWait"},
-		{&o.MaxWaitTimer, 10 * time.Second, "MaxWaitTimer"},
-		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
-		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
-		{&o.RetryMax, time.Second, "RetryMax"},
-	} {
-		if err := def(f.p, f.v, f.name); err != nil {
-			return config{}, err
-		}
-	}
-	if o.UnlockLatch < time.Millisecond {
-		return config{}, fmt.Errorf("%w: Options.UnlockLatch is %v, want at least 1ms", ErrInvalid, o.UnlockLatch)
-	}
-	if o.FairWait < 2*fairMinRetry {
-		return config{}, fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
-	}
-	if o.WatchdogLease < 3*time.Millisecond {
-		return config{}, fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = o.RetryMin
+	if err := o.normalizeDurations(); err != nil {
+		return config{}, err
 	}
 	switch {
 	case o.RenewBatch == 0:
@@ -206,6 +171,42 @@ func (o Options) normalize() (config, error) {
 		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
 	return config{Options: o, afterFunc: time.AfterFunc}, nil
+}
+
+// normalizeDurations sets the durations' defaults and checks their bounds.
+func (o *Options) normalizeDurations() error {
+	for _, f := range []struct {
+		p    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&o.WatchdogLease, 30 * time.Second, "WatchdogLease"},
+		{&o.FairWait, 5 * time.Minute, "FairWait"},
+		{&o.MaxWaitTimer, 10 * time.Second, "MaxWaitTimer"},
+		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
+		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
+		{&o.RetryMax, time.Second, "RetryMax"},
+	} {
+		switch {
+		case *f.p == 0:
+			*f.p = f.v
+		case *f.p < 0:
+			return fmt.Errorf("%w: Options.%s is %v, want > 0", ErrInvalid, f.name, *f.p)
+		}
+	}
+	if o.UnlockLatch < time.Millisecond {
+		return fmt.Errorf("%w: Options.UnlockLatch is %v, want at least 1ms", ErrInvalid, o.UnlockLatch)
+	}
+	if o.FairWait < 2*fairMinRetry {
+		return fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
+	}
+	if o.WatchdogLease < 3*time.Millisecond {
+		return fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = o.RetryMin
+	}
+	return nil
 }
 
 // PubSubMode is the kind of pub/sub a Client uses for release messages

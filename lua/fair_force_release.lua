@@ -1,8 +1,8 @@
 -- Deletes the fair lock whoever holds it, and wakes the head of the queue.
--- It also publishes on the lock's channel, which no fair waiter listens to
--- but a holder with Options.WatchHolds does: so the holder learns at once
--- that its lock is gone (Redisson's own fair force unlock only notifies the
--- head of the queue).
+-- It also publishes on the lock's channel, as lock_force_release does
+-- (Redisson's own fair force unlock only notifies the head of the queue);
+-- a holder learns that its lock is gone from the deletion itself (the
+-- hold tracker), whoever deletes it.
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see

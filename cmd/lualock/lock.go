@@ -277,11 +277,7 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 			case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
 				return a.notObtained, false // as flock -n: the status says it
 			case errors.Is(err, lualock.ErrNotObtained):
-				detail := "" // Redis errors met while waiting
-				if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
-					detail = err.Error()[i:]
-				}
-				return errorf(stderr, a.notObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, detail), false
+				return errorf(stderr, a.notObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, lastError(err)), false
 			case errors.Is(err, lualock.ErrInvalid):
 				return usagef(stderr, "lock: %v", clean(err)), false
 			default:
@@ -330,8 +326,12 @@ func supervise(sup *supervisor, release func() error, hold context.Context, a *l
 	if lost != nil {
 		return exitLost
 	}
-	if err := release(); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
-		return exitLost // gone before the release: the command may have run without it
+	// The hold was live when the command exited: it ran under the lock.
+	// Only a loss the release finds (taken away before a renewal or the
+	// tracker noticed) may have come while it ran; a release held up
+	// past the lease, or unconfirmed, is a warning.
+	if err := release(); errors.Is(err, lualock.ErrLockLost) {
+		return exitLost
 	}
 	return status
 }
@@ -343,8 +343,10 @@ func release(lock *lualock.Lock, name string, stderr io.Writer) error {
 	err := lock.Unlock(ctx)
 	switch {
 	case err == nil:
-	case errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld):
+	case errors.Is(err, lualock.ErrLockLost):
 		fmt.Fprintf(stderr, "lualock: lock %s lost: %v\n", name, clean(err))
+	case errors.Is(err, lualock.ErrNotHeld):
+		fmt.Fprintf(stderr, "lualock: warning: lock %s was gone when its release landed: %v\n", name, clean(err))
 	default:
 		fmt.Fprintf(stderr, "lualock: release lock %s: %v (it expires when its lease runs out)\n", name, clean(err))
 	}
@@ -362,4 +364,19 @@ func signum(s os.Signal) int {
 // each level of wrapping, since lualock prints its own.
 func clean(err error) string {
 	return strings.ReplaceAll(err.Error(), "lualock: ", "")
+}
+
+// lastError returns " (last error: E)" for the last Redis error a wait
+// met, which lualock joins to ErrNotObtained (its Unwrap() []error lists
+// it last), or "" when there was none.
+func lastError(err error) string {
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return ""
+	}
+	errs := joined.Unwrap()
+	if len(errs) < 2 {
+		return ""
+	}
+	return " (last error: " + clean(errs[len(errs)-1]) + ")"
 }

@@ -103,13 +103,13 @@ subcommands:
            Loss: if the lock is lost while the command runs (deleted,
            force-unlocked, expired, Redis lost it) or its -lease runs out,
            lualock prints "lualock: lock NAME lost: CAUSE", sends SIGTERM to
-           everything of the command, SIGKILL after -grace, and exits 3. It
-           listens on NAME's channel while it holds it, so a force unlock
-           ("lualock unlock -force", Redisson's forceUnlock of an RLock) is
-           noticed in milliseconds; Redisson's forceUnlock of a fair lock
-           publishes nothing a holder hears, and is noticed at the next
-           renewal (a third of the watchdog lease), or with -lease when the
-           lease runs out.
+           everything of the command, SIGKILL after -grace, and exits 3.
+           Redis tells lualock of every change of the held key (client-side
+           caching), so a delete, an expiry, a force unlock (lualock's or
+           Redisson's), FLUSHALL, an overwrite or a restart that lost it is
+           noticed within milliseconds. A release that fails, or lands
+           after the lease ran out, once the command finished under the
+           lock is a warning; the exit status is then the command's.
   status   print whether NAME is locked, its holders with their hold
            counts (and, for lualock holders of every kind, pid, host,
            command and since when), the remaining lease and, for a fair lock, the queue of

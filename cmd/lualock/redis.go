@@ -207,7 +207,7 @@ func (p *pubsubFlag) Set(s string) error {
 // clientOptions reads the lualock.Options from the environment, and the
 // pub/sub kind from ps (-pubsub) when given.
 func clientOptions(ps *pubsubFlag) (lualock.Options, error) {
-	o := lualock.Options{WatchHolds: true} // a force unlock stops the command at once
+	var o lualock.Options // the hold tracker (on by default) stops the command within milliseconds of a loss
 	if v := os.Getenv(envPubSub); v != "" {
 		if err := o.PubSub.UnmarshalText([]byte(v)); err != nil {
 			return o, fmt.Errorf("%s=%q: want auto, plain, sharded or both", envPubSub, v)

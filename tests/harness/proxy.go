@@ -51,6 +51,10 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // on the open connections and on new ones.
 func (p *Proxy) Blackhole() { p.dark.Store(true) }
 
+// Restore ends Blackhole: bytes flow again on the open connections (what
+// was dropped meanwhile stays lost) and on new ones.
+func (p *Proxy) Restore() { p.dark.Store(false) }
+
 // Close stops the proxy and closes every connection it carries, and waits
 // for its goroutines.
 func (p *Proxy) Close() {
