@@ -42,6 +42,7 @@ type Client struct {
 	ctx     context.Context // cancelled by Close: ends background calls in flight
 	cancel  context.CancelFunc
 	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
+	ack     *replicaAck   // replica acknowledgement; nil when off
 	latches *latchSweeper // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
@@ -93,11 +94,17 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	acquire := scripts
+	if c.ack = newReplicaAck(c); c.ack != nil {
+		// An acquire script of a replicated primary runs on the
+		// attempt's pinned connection, which WAIT follows (replica.go).
+		acquire = &ackScripter{Scripter: scripts, r: c.ack}
+	}
 	c.env = &scriptEnv{
 		// The acquisition loop retries transient errors itself, with its
 		// own backoff inside the caller's wait: the scripts it sends go
 		// once per attempt, with no retry of luart's under it.
-		scripts: luart.WithRetry(scripts, luart.Retry{Attempts: 1}),
+		scripts: luart.WithRetry(acquire, luart.Retry{Attempts: 1}),
 		// The calls no loop of the runtime retries (release, force
 		// release, leave, status) keep luagen's default policy.
 		calls:   luart.WithRetry(scripts, luart.DefaultRetry()),

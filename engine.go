@@ -171,8 +171,7 @@ func (a *acquisition) attempt() step {
 	var res attemptResult
 	var err error
 	if a.o != nil {
-		res.acquired, res.wait, err = a.o.try(a.actx)
-		a.unknown = err != nil && !isRedisError(err)
+		res.acquired, res.wait, err = a.tryWaitable()
 	} else {
 		res, err = a.l.attempt(a.actx, a)
 	}
@@ -185,7 +184,7 @@ func (a *acquisition) attempt() step {
 		a.ttl = res.wait
 	case a.ctx.Err() != nil:
 		return a.fail(ctxErr(a.ctx, a.lastErr))
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, ErrLockLost), errors.Is(err, ErrNotReplicated):
 		return a.fail(err)
 	case a.actx.Err() != nil:
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -206,6 +205,31 @@ func (a *acquisition) attempt() step {
 		return stepSubscribe
 	}
 	return stepSleep
+}
+
+// tryWaitable makes one attempt of a.o and, when it granted something,
+// waits for the replicas' acknowledgement (replica.go); without it, the
+// grant is given back and the attempt fails with ErrNotReplicated.
+func (a *acquisition) tryWaitable() (bool, time.Duration, error) {
+	ctx, pin := a.actx, (*ackPin)(nil)
+	if a.o.grants() {
+		ctx, pin = a.c.ack.begin(ctx)
+		defer pin.end()
+	}
+	ok, wait, err := a.o.try(ctx)
+	a.unknown = err != nil && !isRedisError(err)
+	if ok {
+		if aerr := pin.wait(a.actx); aerr != nil {
+			o := a.o
+			a.c.background(func() {
+				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+				defer cancel()
+				_ = o.giveBack(bctx)
+			})
+			return false, 0, aerr
+		}
+	}
+	return ok, wait, err
 }
 
 // backoff pauses after a transient error, then retries.

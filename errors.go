@@ -52,6 +52,13 @@ var (
 	// for itself forever, as Redisson's does). Release the read holds first.
 	// Nothing is changed in Redis.
 	ErrUpgrade = errors.New("lualock: read lock held by the same owner: no upgrade to the write lock")
+
+	// ErrNotReplicated is returned by an acquisition (any lock, read or
+	// write hold, fenced lock, semaphore permits) that Redis granted but no
+	// replica of its primary confirmed within Options.ReplicaAckTimeout
+	// (with ReplicaAckAll: not every connected replica): a failover could
+	// lose it, so it was given back. Nothing is held. See Options.ReplicaAck.
+	ErrNotReplicated = errors.New("lualock: acquisition not acknowledged by the replicas")
 )
 
 // Error is the shape of every error a Lock's call returns: the operation

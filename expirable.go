@@ -191,6 +191,10 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 			return false, hint, nil // the nearest permit deadline
 		},
 		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
+		undo: func(ctx context.Context) error {
+			_, err := s.release(ctx, id)
+			return err
+		},
 		every: func() time.Duration {
 			if !holds {
 				return 0

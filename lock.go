@@ -180,13 +180,25 @@ func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, erro
 		a.queued = true // from now on the owner may stand in the queue
 	}
 	start := time.Now()
-	res, err := l.p.acquire(ctx, attemptArgs{field: l.field, lease: set, holds: want})
+	actx, pin := l.c.ack.begin(ctx)
+	defer pin.end()
+	res, err := l.p.acquire(actx, attemptArgs{field: l.field, lease: set, holds: want})
 	if err != nil {
 		return res, l.attemptFailed(ctx, a, err, want, set)
 	}
 	a.maybeHeld, a.unreachable = 0, false
 	if !res.acquired {
 		return res, nil
+	}
+	if err := pin.wait(ctx); err != nil {
+		if !errors.Is(err, ErrNotReplicated) {
+			// WAIT's reply was lost: as for a lost reply of the script.
+			return attemptResult{}, l.attemptFailed(ctx, a, err, want, set)
+		}
+		// No replica has it: the call's clean-up gives this hold back
+		// (a re-entry's, not the earlier ones).
+		a.maybeHeld, a.undoLease = want, set
+		return attemptResult{}, err
 	}
 	switch err := l.h.acquired(want, a.lease, start); {
 	case errors.Is(err, ErrClosed):

@@ -204,6 +204,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 			return err == nil && v == 1, -1, err
 		},
 		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
+		undo:     func(ctx context.Context) error { return s.release(ctx, n) },
 		every: func() time.Duration {
 			if holds {
 				// Keep the claim alive: it lapses after claimPolls refreshes.

@@ -137,15 +137,22 @@ type waitable interface {
 	// giveUp cleans up after a call that did not succeed; unknown tells
 	// that the last attempt's outcome is unknown (its reply was lost).
 	giveUp(unknown bool)
+	// grants tells whether a successful attempt takes something (permits)
+	// that the replicas must acknowledge (Options.ReplicaAck).
+	grants() bool
+	// giveBack gives back what a successful attempt took: its replicas
+	// did not acknowledge it.
+	giveBack(ctx context.Context) error
 }
 
 // waitFuncs is a waitable made of funcs.
 type waitFuncs struct {
 	ch       string
 	attempt  func(ctx context.Context) (bool, time.Duration, error)
-	maxTimer func() time.Duration // the fallback timer's ceiling
-	every    func() time.Duration // the waiter's own retry period; nil or 0: none
-	clean    func(unknown bool)   // nil: nothing to clean up
+	maxTimer func() time.Duration            // the fallback timer's ceiling
+	every    func() time.Duration            // the waiter's own retry period; nil or 0: none
+	clean    func(unknown bool)              // nil: nothing to clean up
+	undo     func(ctx context.Context) error // gives back what a successful attempt took; nil: it takes nothing
 }
 
 func (w *waitFuncs) try(ctx context.Context) (bool, time.Duration, error) { return w.attempt(ctx) }
@@ -160,6 +167,8 @@ func (w *waitFuncs) poll() time.Duration {
 	}
 	return w.every()
 }
+func (w *waitFuncs) grants() bool                       { return w.undo != nil }
+func (w *waitFuncs) giveBack(ctx context.Context) error { return w.undo(ctx) }
 func (w *waitFuncs) giveUp(unknown bool) {
 	if w.clean != nil {
 		w.clean(unknown)

@@ -130,9 +130,13 @@ func StartSentinelE(opts SentinelOptions) (d *Sentinel, err error) {
 		d.sentinels = append(d.sentinels, s)
 		// Short periods: INFO every 200ms (replicas and promotions seen at
 		// once), hellos every 200ms (Sentinels find each other), and a TILT
-		// only after 5s without a timer tick (a loaded test machine).
+		// only after 5s without a timer tick (a loaded test machine). The
+		// ping period stays 1s: five of them bound how old a replica's INFO
+		// may be for a promotion, and during a failover replicas get INFO
+		// every second whatever the setting (a shorter ping period aborts
+		// failovers with -failover-abort-no-good-slave).
 		if _, err := commandString(s.Addr(), time.Second, "SENTINEL", "DEBUG",
-			"info-period", "200", "publish-period", "200", "ping-period", "100", "ask-period", "200",
+			"info-period", "200", "publish-period", "200", "ask-period", "200",
 			"tilt-trigger", "5000", "tilt-period", "1000", "slave-reconf-timeout", "2000",
 			"min-link-reconnect-period", "200"); err != nil {
 			return nil, fmt.Errorf("harness: SENTINEL DEBUG on %s: %w", s.Addr(), err)
