@@ -1,0 +1,336 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
+)
+
+const (
+	// linkDelay is how far the replica lags: what the primary wrote in the
+	// last linkDelay before it crashed is lost.
+	linkDelay = 50 * time.Millisecond
+	// lease is the watchdog's lease: longer than a failover's outage
+	// (down-after 500ms, the election, the promotion: 1.5s typically,
+	// up to 9s seen when the Sentinels' first election splits), so that a
+	// hold that survived is still renewed after it.
+	lease = 10 * time.Second
+	// wokenWithin bounds the wake-up of a waiter after the release: below
+	// the fallback timer (MaxWaitTimer, 10s), so only a release message
+	// heard on the new primary wakes it in time.
+	wokenWithin = 5 * time.Second
+	// countRefresh is longer than the period at which a client reads a
+	// primary's replica count (1s, see Options.ReplicaAck).
+	countRefresh = 1500 * time.Millisecond
+)
+
+// TestSentinel_ackOne: with replica acknowledgement on (the default), no
+// round's second holder obtains what the first holds, for every kind; the
+// waiter follows the new primary and is woken by the release; the holds
+// that survived are still held and renewed a lease later, one failover or
+// more after.
+func TestSentinel_ackOne(t *testing.T) {
+	r := rounds(t, lualock.ReplicaAckOne, backends.Scale(50, 6))
+	t.Log(r)
+	for k, n := range r.overlaps {
+		if n != 0 {
+			t.Errorf("%s: %d overlaps in %d failovers with replica acknowledgement on, want 0", k, n, r.rounds)
+		}
+	}
+	if r.renewed == 0 {
+		t.Errorf("no hold checked a lease after its failover: the watchdog's renewals are untested")
+	}
+}
+
+// TestSentinel_ackOff: without replica acknowledgement the same rounds
+// lose holds of every kind to the second holder, often while the first
+// still believes it holds (an overlap; otherwise its watchdog told it
+// first), so TestSentinel_ackOne proves the mechanism, not luck; the first
+// holders of the lost holds are told.
+func TestSentinel_ackOff(t *testing.T) {
+	r := rounds(t, lualock.ReplicaAckOff, backends.Scale(10, 3))
+	t.Log(r)
+	total := 0
+	for _, k := range kinds() {
+		total += r.overlaps[k.name]
+		if r.lost[k.name] == 0 {
+			t.Errorf("%s: no hold lost in %d failovers without replica acknowledgement: the rounds do not show the window", k.name, r.rounds)
+		}
+	}
+	if total == 0 {
+		t.Errorf("no overlap in %d failovers without replica acknowledgement: every first holder was told before the second obtained", r.rounds)
+	}
+}
+
+// result is what a run of rounds saw.
+type result struct {
+	mode      lualock.ReplicaAck
+	rounds    int
+	overlaps  map[string]int // the second holder obtained while the first was not told
+	lost      map[string]int // the second holder obtained
+	told      map[string]int // the first holder's hold ended with ErrLockLost
+	sameToken int            // fenced overlaps where the second token was not above the first
+	renewed   int            // holds checked held more than a lease after they were taken
+	failovers []time.Duration
+	acquire   []time.Duration // the first holder's acquisitions, each
+}
+
+func (r result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replica ack %v, %d failovers (link %v behind):", r.mode, r.rounds, linkDelay)
+	for _, k := range kinds() {
+		fmt.Fprintf(&b, " %s %d/%d overlaps (%d lost, %d told);", k.name, r.overlaps[k.name], r.rounds, r.lost[k.name], r.told[k.name])
+	}
+	fmt.Fprintf(&b, " fenced overlaps with a token not above the first holder's: %d;", r.sameToken)
+	fmt.Fprintf(&b, " holds renewed past a lease after a failover: %d;", r.renewed)
+	fmt.Fprintf(&b, " promotion p50 %v max %v; acquisition p50 %v max %v",
+		pct(r.failovers, 50), pct(r.failovers, 100), pct(r.acquire, 50), pct(r.acquire, 100))
+	return b.String()
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, len(s)*p/100)].Round(100 * time.Microsecond)
+}
+
+// kept is a hold kept across failovers, to check the watchdog.
+type kept struct {
+	kind string
+	h    hold
+	at   time.Time
+}
+
+// rounds runs n failovers of a Sentinel deployment: each round the first
+// holder takes every kind on fresh names while the replica lags by
+// linkDelay, a waiter queues on the reentrant lock, the primary crashes
+// (losing what the link still carried), and once the replica is promoted
+// the second holder makes one attempt on each kind.
+func rounds(t *testing.T, mode lualock.ReplicaAck, n int) result {
+	d := harness.StartSentinel(t, harness.SentinelOptions{})
+	client := func() *lualock.Client {
+		rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
+		t.Cleanup(func() { _ = rdb.Close() })
+		return backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, WatchdogLease: lease})
+	}
+	h1, h2, w := client(), client(), client()
+	raw := d.Client()
+	t.Cleanup(func() { _ = raw.Close() })
+
+	r := result{mode: mode, rounds: n, overlaps: map[string]int{}, lost: map[string]int{}, told: map[string]int{}}
+	ks := kinds()
+	var keep []kept
+	for round := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		names := make([]string, len(ks))
+		for i, k := range ks {
+			names[i] = kindName(t.Name(), k, round)
+			if k.setup != nil {
+				if err := k.setup(ctx, h1, names[i]); err != nil {
+					t.Fatalf("round %d: %s setup: %v", round, k.name, err)
+				}
+			}
+		}
+		// The set-up (the semaphores' permits) is on the replica before
+		// the link lags: only the acquisitions are in the window.
+		replicated(t, ctx, raw)
+		d.SetLinkDelay(linkDelay)
+		holds := make([]hold, len(ks))
+		for i, k := range ks {
+			start := time.Now()
+			h, err := k.take(ctx, h1, names[i])
+			if err != nil {
+				t.Fatalf("round %d: first holder, %s: %v", round, k.name, err)
+			}
+			r.acquire = append(r.acquire, time.Since(start))
+			holds[i] = h
+		}
+		wl := w.NewLock(names[0]) // a waiter on the reentrant lock
+		woken := make(chan error, 1)
+		go func() { woken <- wl.Lock(ctx) }()
+
+		old, err := d.Primary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crash := time.Now()
+		d.Crash(old)
+		d.SetLinkDelay(0)
+		promoted, err := d.WaitPromoted(ctx, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.failovers = append(r.failovers, time.Since(crash))
+
+		// The second holder, once on the new primary.
+		var probes []hold
+		lost := map[int]bool{}
+		for i, k := range ks {
+			h, ok := probe(t, ctx, k, h2, names[i])
+			if !ok {
+				continue
+			}
+			probes = append(probes, h)
+			lost[i] = true
+			r.lost[k.name]++
+			if holds[i].ctx == nil || holds[i].ctx.Err() == nil {
+				r.overlaps[k.name]++
+			}
+			if k.name == "fenced" && h.token <= holds[i].token {
+				r.sameToken++
+			}
+		}
+		// The first holders of what was lost are told (at the next
+		// renewal: within a third of the lease once Redis answers).
+		for i, k := range ks {
+			if holds[i].ctx == nil || !lost[i] {
+				continue
+			}
+			select {
+			case <-holds[i].ctx.Done():
+				if cause := context.Cause(holds[i].ctx); !errors.Is(cause, lualock.ErrLockLost) {
+					t.Errorf("round %d: %s: the lost hold ended with %v, want ErrLockLost", round, k.name, cause)
+				} else {
+					r.told[k.name]++
+				}
+			case <-time.After(2 * lease):
+				t.Errorf("round %d: %s: the first holder was not told of its lost hold within %v", round, k.name, 2*lease)
+			}
+		}
+		for _, h := range probes {
+			if err := h.release(ctx); err != nil {
+				t.Errorf("round %d: second holder's release: %v", round, err)
+			}
+		}
+
+		if err := d.Rejoin(ctx, old, promoted); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WaitStable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The clients read a primary's replica count every second: the
+		// promoted primary had none until the rejoin, and the next
+		// round's acquisitions wait for the replica once they know of it.
+		time.Sleep(countRefresh)
+
+		// The waiter: with acknowledgement the reentrant hold survived and
+		// the waiter waits on the new primary until its release wakes it.
+		if mode != lualock.ReplicaAckOff {
+			select {
+			case err := <-woken:
+				t.Fatalf("round %d: the waiter returned (%v) while the first holder holds", round, err)
+			default:
+			}
+			if err := holds[0].release(ctx); err != nil {
+				t.Fatalf("round %d: first holder's reentrant release: %v", round, err)
+			}
+			select {
+			case err := <-woken:
+				if err != nil {
+					t.Fatalf("round %d: waiter: %v", round, err)
+				}
+			case <-time.After(wokenWithin):
+				t.Fatalf("round %d: the waiter was not woken within %v of the release on the new primary", round, wokenWithin)
+			}
+		} else {
+			_ = holds[0].release(ctx)
+			if err := <-woken; err != nil {
+				t.Fatalf("round %d: waiter: %v", round, err)
+			}
+		}
+		if err := wl.Unlock(ctx); err != nil {
+			t.Fatalf("round %d: waiter's release: %v", round, err)
+		}
+
+		// The watchdog: the holds taken more than a lease ago (one or more
+		// failovers since) are still held, and their Contexts live.
+		if mode == lualock.ReplicaAckOff {
+			for _, h := range holds[1:] {
+				_ = h.release(ctx)
+			}
+		} else {
+			for i, h := range holds[1:] {
+				keep = append(keep, kept{kind: ks[i+1].name, h: h, at: time.Now()})
+			}
+			if round == n-1 {
+				time.Sleep(time.Until(keep[len(keep)-1].at.Add(lease + time.Second)))
+			}
+			keep = renewed(t, ctx, &r, keep)
+		}
+		cancel()
+	}
+	return r
+}
+
+// renewed checks the kept holds taken more than a lease ago: still held,
+// their Contexts live; it releases them and returns the others.
+func renewed(t *testing.T, ctx context.Context, r *result, keep []kept) []kept {
+	t.Helper()
+	var left []kept
+	for _, k := range keep {
+		if time.Since(k.at) <= lease {
+			left = append(left, k)
+			continue
+		}
+		if k.h.ctx != nil && k.h.ctx.Err() != nil {
+			t.Errorf("%s: an acknowledged hold ended: %v", k.kind, context.Cause(k.h.ctx))
+		} else if k.h.held != nil {
+			if ok, err := k.h.held(ctx); err != nil || !ok {
+				t.Errorf("%s: an acknowledged hold is not held a lease later: %v, %v", k.kind, ok, err)
+			} else {
+				r.renewed++
+			}
+		}
+		if err := k.h.release(ctx); err != nil {
+			t.Errorf("%s: release a lease later: %v", k.kind, err)
+		}
+	}
+	return left
+}
+
+// probe makes the second holder's attempt on k once the new primary
+// answers: ok when it obtained what the first holder took.
+func probe(t *testing.T, ctx context.Context, k kind, c *lualock.Client, name string) (hold, bool) {
+	t.Helper()
+	for {
+		h, err := k.probe(ctx, c, name)
+		switch {
+		case err == nil:
+			return h, true
+		case errors.Is(err, lualock.ErrNotObtained):
+			return h, false
+		case ctx.Err() != nil:
+			t.Fatalf("second holder, %s: %v", k.name, err)
+		}
+		time.Sleep(20 * time.Millisecond) // Redis not there yet (ErrUnavailable, a transient error)
+	}
+}
+
+// replicated waits until the replica has everything written so far: a
+// write, then WAIT on its connection (the replication stream is ordered,
+// so what came before is there too).
+func replicated(t *testing.T, ctx context.Context, rdb *redis.Client) {
+	t.Helper()
+	conn := rdb.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, "failover:barrier", time.Now().UnixNano(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Wait(ctx, 1, 10*time.Second).Result(); err != nil || n < 1 {
+		t.Fatalf("the replica did not catch up: WAIT %d, %v", n, err)
+	}
+}
