@@ -65,9 +65,10 @@ test-short: ## the quick loop (~2.5-3.5 min on 2 cores): every test with -race, 
 generate: ## regenerate the Go code for the Lua scripts
 	$(LUAGEN) generate
 
-check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module)
+check: ## generated code up to date, Lua lint, gofmt, go vet, staticcheck (every module), no path or issue reference outside the repository
 	$(LUAGEN) check
 	$(LUAGEN) lint
+	$(GO) test -count=1 -run 'TestRepository_standsAlone' ./docs/
 	@files="$$(gofmt -l $(GOFILES) </dev/null)"; \
 	if [ -n "$$files" ]; then \
 		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \

@@ -42,7 +42,7 @@ const fairMinWait = 10 * time.Millisecond
 //     process died delays the others by one budget at most. Live waiters ask
 //     again at least every half budget (FairWait/2), which renews their
 //     deadline; they are never purged while they wait (unlike Redisson, see
-//     its issue 3004), however long the lock is held. A waiter that was
+//     Redisson #3004), however long the lock is held. A waiter that was
 //     purged anyway (its process paused past its budget) and asks again
 //     joins the back of the queue.
 //   - On release only the head of the queue is woken, on its own channel.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -153,7 +155,7 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 				err = l.TryLock(ctx, remaining)
 			}
 			if err != nil {
-				failed = err
+				failed = memberErr(l, err)
 				break
 			}
 			taken = append(taken, l)
@@ -176,6 +178,31 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 		}
 	}
 }
+
+// memberErr is a member's error as the multi-lock's cause: the member's
+// name and the member's cause, without the member's own "lock NAME"
+// prefix, so that the multi-lock's error says each fact once:
+//
+//	lualock: lock "a+b": member "b": not obtained within 1s
+func memberErr(l *Lock, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Name == l.name {
+		err = e.Err
+	}
+	return &memberError{name: l.name, err: err}
+}
+
+// memberError is the cause of a multi-lock's failure at one member.
+type memberError struct {
+	name string
+	err  error
+}
+
+func (e *memberError) Error() string {
+	return "member " + strconv.Quote(e.name) + ": " + strings.TrimPrefix(e.err.Error(), "lualock: ")
+}
+
+func (e *memberError) Unwrap() error { return e.err }
 
 // Unlock releases one hold of every member, all of them even when some
 // fail (Redisson 4.x's unlock stops at the first failure, leaving the rest

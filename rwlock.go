@@ -176,7 +176,8 @@ func (p *rwWrite) acquire(ctx context.Context, a attemptArgs) (attemptResult, er
 		generated.RwlockWriteAcquireKeys{Lock: p.name},
 		generated.RwlockWriteAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, Holds: int64(a.holds)})
 	if redis.HasErrorPrefix(err, "UPGRADE") {
-		err = fmt.Errorf("%w: %w", ErrUpgrade, err)
+		// The script's reply says what ErrUpgrade says: print it once.
+		err = fmt.Errorf("%w: owner %s holds read holds; release them first", ErrUpgrade, a.field)
 	}
 	return attemptResult{acquired: err == nil && wait == 0, wait: time.Duration(wait) * time.Millisecond}, err
 }

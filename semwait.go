@@ -13,28 +13,13 @@ import (
 	"github.com/lualock/lualock/internal/keys"
 )
 
-// The waiting and calling of the semaphores and the count-down latch
-// (issue 15). They have no owner field, hold count or hold, so they are
+// The waiting and calling of the semaphores and the count-down latch.
+// They have no owner field, hold count or hold, so they are
 // not *Lock handles: each call hands the acquisition engine (engine.go) a
 // waitable (one attempt, its channel, whether a message wakes every local
 // waiter, its timer bounds, its give-up clean-up and, for a semaphore
 // waiter that holds the anti-starvation claim, its refresh period), and
 // Client.waitFor runs the engine's loop over it.
-
-// Operations named by the errors of the semaphores and the latch.
-const (
-	verbAcquire    = "acquire"
-	verbRelease    = "release"
-	verbSetPermits = "set permits"
-	verbAddPermits = "add permits"
-	verbDrain      = "drain permits"
-	verbAvailable  = "available permits"
-	verbExtend     = "extend permit"
-	verbSetCount   = "set count"
-	verbCountDown  = "count down"
-	verbCount      = "count"
-	verbAwait      = "await"
-)
 
 const (
 	// claimRefresh is how often, at most, the semaphore waiter that holds

@@ -315,7 +315,7 @@ func (e *env) report() []byte {
 	m.p("")
 
 	verdicts := e.targets()
-	m.p("## Targets (issue 5)")
+	m.p("## Targets")
 	m.p("")
 	var rows [][]string
 	for _, v := range verdicts {

@@ -9,8 +9,8 @@ import (
 )
 
 // libLualockSem is lualock's Semaphore (Redisson's RSemaphore) of one
-// permit used as a lock: lock is Acquire(1), unlock Release(1) (issue 15's
-// acquire+release row).
+// permit used as a lock: lock is Acquire(1), unlock Release(1) (the
+// semaphore's acquire+release row).
 const libLualockSem = "lualock (Semaphore, 1 permit)"
 
 var vLualockSem = variant{libLualockSem, false, openLualockSem}

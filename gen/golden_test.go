@@ -32,7 +32,7 @@ var update = flag.Bool("update", false, "rewrite the want/ sections of gen/testd
 var goldenConfig = Config{Src: "lua", Package: "generated"}
 
 // TestGolden runs Lint and Generate on every testdata/*.txtar archive (see
-// STYLE.md rule 21). An archive is given to gen as it is, through txtar.FS,
+// docs/STYLE.md rule 21). An archive is given to gen as it is, through txtar.FS,
 // so its lua/ entries are the scripts; its comment says what the case covers.
 // The want/ sections are the expectations, compared byte for byte:
 //
@@ -234,7 +234,7 @@ func checkGenerated(t *testing.T, fsys fs.FS, cfg Config, out map[string][]byte)
 }
 
 // checkSources checks every script's file against its script: one
-// <base>_lua.go per lua/<base>.lua, the first line STYLE.md rule 18 asks for,
+// <base>_lua.go per lua/<base>.lua, the first line docs/STYLE.md rule 18 asks for,
 // a <Name>Source constant that evaluates to the file byte for byte (its
 // includes expanded), and a <Name>SHA1 constant that is that text's SHA1.
 func checkSources(t *testing.T, fsys fs.FS, out map[string][]byte) {
@@ -421,7 +421,7 @@ func formatDiagnostics(ds []Diagnostic) []byte {
 	return b.Bytes()
 }
 
-// compareDiagnostics is the order of STYLE.md rule 20: file, line, column,
+// compareDiagnostics is the order of docs/STYLE.md rule 20: file, line, column,
 // rule, then message.
 func compareDiagnostics(a, b Diagnostic) int {
 	if c := strings.Compare(a.File, b.File); c != 0 {

@@ -6,11 +6,11 @@
 //   - scripts: the generated script wrappers, script by script;
 //   - reentrant: the reentrant lock (and the auto-pipeliner);
 //   - fair: the fair lock;
-//   - family: the read-write, fenced and spin locks (issue 14): their
-//     scripts' keys, values, expiries and messages as PROTOCOL-FAMILY.md
+//   - family: the read-write, fenced and spin locks: their scripts' keys,
+//     values, expiries and messages as docs/PROTOCOL-PRIMITIVES.md
 //     gives them, on a plain and a hash-tagged name, and the Go API;
 //   - sem: the semaphores, the permit-expirable semaphore, the count-down
-//     latch and the multi-lock (issue 15): their scripts on a driven
+//     latch and the multi-lock: their scripts on a driven
 //     miniredis clock and on real servers, and the Go API;
 //   - faults: a lock's promise under faults (Redis down, hung, restarted,
 //     a cluster master killed, lost or slow replies, ended contexts);

@@ -15,7 +15,7 @@ import (
 // a package's test files after its other files, has already read it. With
 // the directive in a package that go generate visits before the generated
 // one (lualock's root package, as it was), the same run fails: go generate
-// listed the removed file and cannot open it (issue 16).
+// listed the removed file and cannot open it.
 func TestGoGenerate_deletedScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds luagen and runs go generate")

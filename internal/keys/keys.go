@@ -1,6 +1,6 @@
 // Package keys is the key schema of lualock's primitives: every key and
 // channel name derived from a lock's name, as Redisson spells them
-// (/work/shared/docs/PROTOCOL.md), in one place that the runtime and the
+// (docs/PROTOCOL.md and docs/PROTOCOL-PRIMITIVES.md), in one place that the runtime and the
 // lualock command both use.
 package keys
 
@@ -23,12 +23,12 @@ const (
 	TimeoutPrefix = "redisson_lock_timeout"
 	HolderPrefix  = "lualock_holder"
 
-	// The lock family (PROTOCOL-FAMILY.md sections 2 and 3).
+	// The read-write and fenced locks (PROTOCOL-PRIMITIVES.md sections 2 and 3).
 	RWLockPrefix = "redisson_rwlock"     // the read-write lock's channel
 	TokenPrefix  = "redisson_lock_token" // the fenced lock's token counter
 )
 
-// The semaphores and the count-down latch (PROTOCOL-FAMILY.md sections 4
+// The semaphores and the count-down latch (PROTOCOL-PRIMITIVES.md sections 4
 // to 6): Redisson's channels, and the keys only lualock uses (Redisson's
 // clients never read them).
 const (

@@ -11,7 +11,7 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// Issue 13: the fair queue at any depth (docs/PROTOCOL.md, "The fair queue
+// The fair queue at any depth (docs/PROTOCOL.md, "The fair queue
 // at any depth"). The scripts no longer rewrite every waiter's deadline at a
 // handoff, find a re-asking waiter's place by its own deadline instead of
 // LPOS, and leave a tombstone instead of an LREM when a waiter gives up from

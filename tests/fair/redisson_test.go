@@ -18,7 +18,7 @@ import (
 // ---------------------------------------------------------------------------
 // Scenario 9: interop with a Redisson-style fair client.
 
-// foreignAcquire is the acquire algorithm of PROTOCOL.md and the seeds
+// foreignAcquire is the acquire algorithm of docs/PROTOCOL.md
 // (steps 1-5), as Redisson runs it: the caller's clock comes in ARGV[4].
 // It stands for Java Redisson, which is why it is Lua in Go.
 const foreignAcquire = `

@@ -1,7 +1,7 @@
 package family
 
-// The generated wrappers of the family's scripts, called with the keys
-// and arguments PROTOCOL-FAMILY.md gives.
+// The generated wrappers of the read-write, fenced and spin locks' scripts,
+// called with the keys and arguments docs/PROTOCOL-PRIMITIVES.md gives.
 
 import (
 	"context"

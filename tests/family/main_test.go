@@ -1,10 +1,10 @@
-// Package family tests the scripts of Redisson's lock family (issue 14):
+// Package family tests the scripts of Redisson's read-write, fenced and spin locks:
 // the read-write lock (lua/rwlock_*.lua), the fenced lock
 // (lua/fenced_acquire.lua) and the spin lock (the reentrant scripts with
 // publish "none"), through their generated wrappers, on miniredis, a
 // standalone redis-server and a 3-master cluster (tests/harness). Each test
 // checks the exact keys, fields, values, expiries and messages that
-// ../../../shared/docs/PROTOCOL-FAMILY.md (sections 2, 3 and 8) gives, so
+// docs/PROTOCOL-PRIMITIVES.md (sections 2, 3 and 8) gives, so
 // that Redisson's clients read what these scripts write.
 package family
 
@@ -52,7 +52,7 @@ func bothNames(f func(t *testing.T, b backends.Backend, rdb redis.UniversalClien
 	}
 }
 
-// ---- key names, as PROTOCOL-FAMILY.md section 1 builds them ---------------
+// ---- key names, as PROTOCOL-PRIMITIVES.md section 1 builds them -----------
 
 // tag is tag(p, N).
 func tag(p, n string) string {

@@ -22,7 +22,7 @@ import (
 // as soon as Redis lets it go. In every trial the holder's Done must fire
 // before the waiter holds the lock: the loss is reported a margin (1% of
 // the lease + 2ms) before the lease runs out by the client's clock. Before
-// that margin, 4 to 8 of 80 trials were late (issue 10).
+// that margin, 4 to 8 of 80 trials were late.
 //
 // One trial in four takes a fixed lease instead (LockLease, no cut): its
 // Context must end before Redis lets the waiter in, too.

@@ -17,7 +17,7 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// Scenarios of issue 10: Unlock with a context that has ended, and the
+// Unlock with a context that has ended, and the
 // unlock latch.
 
 // lockKinds are the two lock kinds, made by a client.

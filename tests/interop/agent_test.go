@@ -92,7 +92,7 @@ func redissonJars(t *testing.T) []redissonJar {
 func compileAgents() ([]redissonJar, error) {
 	list := os.Getenv(envJars)
 	if list == "" {
-		return nil, fmt.Errorf("%s is not set: the Redisson interop tests need Redisson jars (e.g. %s=/path/redisson-4.7.0.jar:/path/redisson-3.16.8.jar; see ../shared/redisson/README.md)", envJars, envJars)
+		return nil, fmt.Errorf("%s is not set: the Redisson interop tests need Redisson jars (e.g. %s=/path/redisson-4.7.0.jar:/path/redisson-3.16.8.jar; see README.md, Redisson interop)", envJars, envJars)
 	}
 	for _, tool := range []string{"java", "javac"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -105,7 +105,7 @@ func compileAgents() ([]redissonJar, error) {
 		for _, d := range debianDeps {
 			p := filepath.Join("/usr/share/java", d+".jar")
 			if _, err := os.Stat(p); err != nil {
-				return nil, fmt.Errorf("%s missing: install the Debian packages listed in ../shared/redisson/README.md, or set %s", p, envDeps)
+				return nil, fmt.Errorf("%s missing: install the Debian packages listed in .ci/run, or set %s", p, envDeps)
 			}
 			cp = append(cp, p)
 		}

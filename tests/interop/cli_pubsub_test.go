@@ -19,8 +19,8 @@ var foreignRelease = redis.NewScript(`redis.call('del', KEYS[1]); return redis.c
 // foreignField is the owner field of a foreign (Redisson-like) holder.
 const foreignField = "6b8f1e52-0000-4000-8000-000000000001:1"
 
-// TestCLI_pubsub is issue 10's reproduction without Java, for the lualock
-// command: a foreign holder (HSET N <uuid>:1 1; PEXPIRE N 30000), "lualock
+// TestCLI_pubsub reproduces, without Java, a waiter that listened with the
+// wrong pub/sub kind, for the lualock command: a foreign holder (HSET N <uuid>:1 1; PEXPIRE N 30000), "lualock
 // lock N -- date +%s%N" waiting, then a script that deletes N and publishes
 // "0" on the release channel (the fair lock: the waiter's own channel) with
 // PUBLISH or SPUBLISH. With the default -pubsub the command starts within

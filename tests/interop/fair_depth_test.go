@@ -16,7 +16,7 @@ import (
 
 // TestRedissonFairDepth: the real Redisson client (each jar of
 // LUALOCK_REDISSON_JARS) and lualock share one fair queue, on standalone
-// Redis and the cluster (issue 13). Behind a Go holder, waiters arrive one
+// Redis and the cluster. Behind a Go holder, waiters arrive one
 // at a time in a fixed pattern: a Redisson waiter that waits, a Go waiter
 // that waits, a Redisson waiter that gives up (tryLock's wait runs out:
 // Redisson's give-up, which reads the whole list and moves everyone behind

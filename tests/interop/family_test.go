@@ -1,6 +1,6 @@
 package interop
 
-// Redisson's lock family (issue 14) beside the real Redisson client: the
+// Redisson's read-write, fenced and spin locks beside the real Redisson client: the
 // read-write lock, the fenced lock (Redisson 3.19 and later) and the spin
 // lock. The Go side drives lualock's scripts (lua/rwlock_*.lua,
 // lua/fenced_acquire.lua, the reentrant scripts for the spin lock) through

@@ -1,7 +1,7 @@
 package interop
 
 // Interop of Redisson's semaphore, permit-expirable semaphore and
-// count-down latch (issue 15) with lualock's scripts (lua/semaphore_*.lua,
+// count-down latch with lualock's scripts (lua/semaphore_*.lua,
 // lua/expirable_semaphore_*.lua, lua/latch_*.lua) through their generated
 // wrappers: Java and Go holders share one object, exclude each other (never
 // more permits in use than set), wake each other on the messages each

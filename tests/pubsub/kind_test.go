@@ -18,8 +18,8 @@ import (
 
 // The pub/sub kind (Options.PubSub) against a foreign client that publishes
 // as Redisson does: Redisson 3.22 and later SPUBLISH on a Redis 7 cluster,
-// every other case PUBLISH. These tests are issue 10's reproduction without
-// Java: a foreign holder (HSET N <uuid>:1 1, PEXPIRE N 30000), a lualock
+// every other case PUBLISH. These tests reproduce, without Java, a waiter
+// that listened with the wrong kind: a foreign holder (HSET N <uuid>:1 1, PEXPIRE N 30000), a lualock
 // waiter, then a script that deletes N and publishes "0" on the release
 // channel with the kind under test. A waiter that listens on that kind must
 // wake within wakeWithin; one that does not hears nothing and sleeps on its

@@ -1,6 +1,6 @@
 // Package scripts tests the generated script wrappers (package generated)
 // on every backend: what each script returns, as its header and
-// ../shared/docs/PROTOCOL.md say, and exactly which keys, values, expiries
+// docs/PROTOCOL.md say, and exactly which keys, values, expiries
 // and messages it leaves behind. The fair scripts get a sanity check of the
 // wrapper contract only; the fair lock's algorithm has its own suite
 // (tests/fair).

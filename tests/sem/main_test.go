@@ -1,10 +1,10 @@
 // Package sem tests the scripts of Redisson's semaphore, permit-expirable
 // semaphore and count-down latch (lua/semaphore_*.lua,
-// lua/expirable_semaphore_*.lua, lua/latch_*.lua; issue 15) through their
+// lua/expirable_semaphore_*.lua, lua/latch_*.lua) through their
 // generated wrappers, on miniredis (whose clock the tests drive), a
 // standalone redis-server and a 3-master cluster (tests/harness): the keys,
 // values, scores and messages each script leaves, as
-// ../shared/docs/PROTOCOL-FAMILY.md sections 4 to 6 give Redisson's layout;
+// docs/PROTOCOL-PRIMITIVES.md sections 4 to 6 give Redisson's layout;
 // bad input refused with nothing changed; resent calls (a lost reply)
 // counted once; expired permits coming back; and an over-subscription
 // detector under load.
