@@ -112,7 +112,8 @@ subcommands:
            command, since}}] (lualock absent for other holders), queue [{id,
            deadline_ms, remaining_ms}] (deadline_ms in Unix ms;
            remaining_ms from server_time_ms, the server's TIME),
-           server_time_ms.
+           server_time_ms, replica_ack (the -ack setting in effect, with
+           its timeout), replicas (those of NAME's primary; -1: unknown).
   unlock   with -force, delete NAME whoever holds it and wake a waiter
            (for a fair lock, the head of its queue: -fair, or found out
            when NAME has a queue).
@@ -132,6 +133,22 @@ flags:
               Without -addr: $REDIS_URL, else redis://127.0.0.1:6379; an
               empty -addr '' is refused. Any node of a Redis Cluster will
               do: lualock sees that it is one and follows the cluster.
+  -sentinel ADDRS
+              Sentinels (host:port,host:port,...) of a Sentinel-managed
+              Redis: lualock reaches the primary they name for -master,
+              and follows it through a failover. -addr (or $REDIS_URL) then
+              only gives the primary's credentials and db. Default
+              $LUALOCK_SENTINEL.
+  -master N   with -sentinel: the master name the Sentinels know the
+              primary by. Default $LUALOCK_SENTINEL_MASTER.
+  -ack MODE   lock, unlock, status: replica acknowledgement after each
+              acquisition: one (the default: wait until a replica of the
+              primary has it, so that a failover keeps it; a lock no
+              replica confirms within the timeout is given back and lock
+              exits 1), all (every connected replica), or off. A primary
+              without replicas costs nothing. Default $LUALOCK_REPLICA_ACK,
+              else one. status shows the setting in effect and the
+              primary's replicas.
   -wait D     lock: give up when NAME is not obtained within D of
               lualock's start, connecting included (0: one attempt,
               which a Redis that does not answer may hold up to 5s).
@@ -182,6 +199,12 @@ environment:
                           sooner but renews more often.
   LUALOCK_PUBSUB          default for -pubsub: auto, plain, sharded or
                           both.
+  LUALOCK_SENTINEL        default for -sentinel.
+  LUALOCK_SENTINEL_MASTER default for -master.
+  LUALOCK_REPLICA_ACK     default for -ack: one, all or off.
+  LUALOCK_REPLICA_ACK_TIMEOUT
+                          how long an acquisition waits for the replicas'
+                          acknowledgement. Default 1s, as Redisson's.
   LUALOCK_FAIR_WAIT       -fair: the wait budget of each waiter (at least
                           500ms). Default 5m, as Redisson's fair lock. A
                           waiter that dies while queued holds the queue up
