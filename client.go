@@ -257,6 +257,29 @@ func uuid4() (string, error) {
 // again: luart.Transient, the one classifier of the module.
 func transient(err error) bool { return luart.Transient(err) }
 
+// redirected reports whether err is a cluster redirection (MOVED, ASK)
+// that go-redis's cluster client let through after its own redirects, as
+// during a failover while its view of the slots catches up: on a
+// ClusterClient the acquisition loop retries it, as a transient error.
+func (c *Client) redirected(err error) bool {
+	if _, ok := c.rdb.(*redis.ClusterClient); !ok {
+		return false
+	}
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+}
+
+// followCluster asks a ClusterClient to reload its view of the slots after
+// an acquisition attempt met a network error or a redirection: during a
+// failover its view names the crashed master until a reload, which the
+// crashed node's errors do not trigger (go-redis then reloaded only after
+// tens of seconds in the failover tests). The reload is lazy and runs once
+// however many attempts ask for it.
+func (c *Client) followCluster(err error) {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok && (c.redirected(err) || !isRedisError(err)) {
+		cc.ReloadState(c.ctx)
+	}
+}
+
 // backoff is the capped, jittered exponential backoff of the acquisition
 // loop: luart.Backoff from Options.RetryMin to RetryMax.
 type backoff struct{ luart.Backoff }

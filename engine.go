@@ -191,10 +191,11 @@ func (a *acquisition) attempt() step {
 			err = nil // the wait's own deadline: not a Redis error
 		}
 		return a.notObtained(cmp.Or(a.lastErr, err))
-	case !transient(err):
+	case !transient(err) && !a.c.redirected(err):
 		return a.fail(err)
 	default:
 		a.lastErr = err
+		a.c.followCluster(err)
 	}
 	switch {
 	case a.over():

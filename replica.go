@@ -83,6 +83,7 @@ type replicaAck struct {
 	mode    ReplicaAck
 	timeout time.Duration
 
+	start sync.Once // the refresher, at the first primary seen
 	mu    sync.Mutex
 	nodes map[string]*nodeReplicas // by primary address; "" for a non-cluster client
 	// quietUntil (unix ns): until then every primary seen has no replica,
@@ -243,9 +244,7 @@ func (r *replicaAck) node(addr string, c *redis.Client) *nodeReplicas {
 	if nr == nil {
 		nr = &nodeReplicas{c: c}
 		r.nodes[addr] = nr
-		if len(r.nodes) == 1 {
-			r.c.background(r.refresh)
-		}
+		r.start.Do(func() { r.c.background(r.refresh) })
 	}
 	return nr
 }
@@ -262,20 +261,47 @@ func (r *replicaAck) refresh() {
 			return
 		case <-t.C:
 		}
-		r.mu.Lock()
-		nodes := make([]*nodeReplicas, 0, len(r.nodes))
-		for _, nr := range r.nodes {
-			nodes = append(nodes, nr)
-		}
-		r.mu.Unlock()
-		for _, nr := range nodes {
-			ctx, cancel := context.WithTimeout(r.c.ctx, replicaRefresh)
+		ctx, cancel := context.WithTimeout(r.c.ctx, replicaRefresh)
+		if cc, ok := r.c.rdb.(*redis.ClusterClient); ok {
+			r.refreshCluster(ctx, cc)
+		} else {
+			nr := r.node("", r.c.rdb.(*redis.Client))
 			if n, err := readReplicas(ctx, nr.c); err == nil {
 				r.store(nr, n)
 			}
-			cancel()
+		}
+		cancel()
+	}
+}
+
+// refreshCluster reads the count of every master of the cluster client's
+// current view, and forgets the nodes that are no masters any more (a
+// master demoted by a failover reports no replicas, which must not make
+// the client think every primary has none).
+func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient) {
+	var mu sync.Mutex
+	masters := map[string]bool{}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		addr := m.Options().Addr
+		mu.Lock()
+		masters[addr] = true
+		mu.Unlock()
+		nr := r.node(addr, m)
+		if n, err := readReplicas(ctx, m); err == nil {
+			r.store(nr, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	for addr := range r.nodes {
+		if !masters[addr] {
+			delete(r.nodes, addr)
 		}
 	}
+	r.mu.Unlock()
 }
 
 // store records a primary's count just read, and whether every primary

@@ -18,6 +18,7 @@ import (
 // ReplicaAckTimeout and leaves nothing held: another owner obtains it at
 // once. With acknowledgement off the same acquisitions succeed.
 func TestAck_notReplicated(t *testing.T) {
+	t.Parallel() // every test of the suite has a deployment of its own
 	d := harness.StartSentinel(t, harness.SentinelOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -28,8 +29,9 @@ func TestAck_notReplicated(t *testing.T) {
 	}
 	on, off := client(lualock.ReplicaAckOne), client(lualock.ReplicaAckOff)
 	names := map[string]string{}
+	tag := roundTag(t.Name(), 0)
 	for _, k := range kinds() {
-		names[k.name] = kindName(t.Name(), k, 0)
+		names[k.name] = tag + ":" + k.name
 		if k.setup != nil {
 			if err := k.setup(ctx, on, names[k.name]); err != nil {
 				t.Fatalf("%s setup: %v", k.name, err)

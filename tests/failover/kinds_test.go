@@ -147,7 +147,8 @@ func setPermits(ok bool, err error) error {
 	return err
 }
 
-// kindName is a fresh name for kind k in a round.
-func kindName(test string, k kind, round int) string {
-	return fmt.Sprintf("failover:%s:%s:%d:%d", test, k.name, round, time.Now().UnixNano())
+// roundTag is the hash tag of a round's names: on a cluster they share
+// one slot, whose master the round crashes.
+func roundTag(test string, round int) string {
+	return fmt.Sprintf("failover:{%s:%d:%d}", test, round, time.Now().UnixNano())
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
-	"github.com/lualock/lualock/tests/harness"
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
@@ -32,6 +31,8 @@ const (
 	// countRefresh is longer than the period at which a client reads a
 	// primary's replica count (1s, see Options.ReplicaAck).
 	countRefresh = 1500 * time.Millisecond
+	// failovers is the rounds of a run with acknowledgement (full size).
+	failovers = 50
 )
 
 // TestSentinel_ackOne: with replica acknowledgement on (the default), no
@@ -39,8 +40,15 @@ const (
 // waiter follows the new primary and is woken by the release; the holds
 // that survived are still held and renewed a lease later, one failover or
 // more after.
-func TestSentinel_ackOne(t *testing.T) {
-	r := rounds(t, lualock.ReplicaAckOne, backends.Scale(50, 6))
+func TestSentinel_ackOne(t *testing.T) { t.Parallel(); ackOne(t, startSentinel(t)) }
+
+// TestCluster_ackOne is TestSentinel_ackOne on a cluster whose masters
+// have a replica each: the round's names share a slot, whose master
+// crashes.
+func TestCluster_ackOne(t *testing.T) { t.Parallel(); ackOne(t, startCluster(t)) }
+
+func ackOne(t *testing.T, d deployment) {
+	r := rounds(t, d, lualock.ReplicaAckOne, backends.Scale(failovers, 6))
 	t.Log(r)
 	for k, n := range r.overlaps {
 		if n != 0 {
@@ -57,8 +65,13 @@ func TestSentinel_ackOne(t *testing.T) {
 // still believes it holds (an overlap; otherwise its watchdog told it
 // first), so TestSentinel_ackOne proves the mechanism, not luck; the first
 // holders of the lost holds are told.
-func TestSentinel_ackOff(t *testing.T) {
-	r := rounds(t, lualock.ReplicaAckOff, backends.Scale(10, 3))
+func TestSentinel_ackOff(t *testing.T) { t.Parallel(); ackOff(t, startSentinel(t)) }
+
+// TestCluster_ackOff is TestSentinel_ackOff on the replicated cluster.
+func TestCluster_ackOff(t *testing.T) { t.Parallel(); ackOff(t, startCluster(t)) }
+
+func ackOff(t *testing.T, d deployment) {
+	r := rounds(t, d, lualock.ReplicaAckOff, backends.Scale(10, 3))
 	t.Log(r)
 	total := 0
 	for _, k := range kinds() {
@@ -119,25 +132,22 @@ type kept struct {
 // linkDelay, a waiter queues on the reentrant lock, the primary crashes
 // (losing what the link still carried), and once the replica is promoted
 // the second holder makes one attempt on each kind.
-func rounds(t *testing.T, mode lualock.ReplicaAck, n int) result {
-	d := harness.StartSentinel(t, harness.SentinelOptions{})
+func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 	client := func() *lualock.Client {
-		rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
-		t.Cleanup(func() { _ = rdb.Close() })
-		return backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, WatchdogLease: lease})
+		return backends.NewClient(t, d.client(t), lualock.Options{ReplicaAck: mode, WatchdogLease: lease})
 	}
 	h1, h2, w := client(), client(), client()
-	raw := d.Client()
-	t.Cleanup(func() { _ = raw.Close() })
+	raw := d.client(t)
 
 	r := result{mode: mode, rounds: n, overlaps: map[string]int{}, lost: map[string]int{}, told: map[string]int{}}
 	ks := kinds()
 	var keep []kept
 	for round := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		tag := roundTag(t.Name(), round)
 		names := make([]string, len(ks))
 		for i, k := range ks {
-			names[i] = kindName(t.Name(), k, round)
+			names[i] = tag + ":" + k.name
 			if k.setup != nil {
 				if err := k.setup(ctx, h1, names[i]); err != nil {
 					t.Fatalf("round %d: %s setup: %v", round, k.name, err)
@@ -146,8 +156,8 @@ func rounds(t *testing.T, mode lualock.ReplicaAck, n int) result {
 		}
 		// The set-up (the semaphores' permits) is on the replica before
 		// the link lags: only the acquisitions are in the window.
-		replicated(t, ctx, raw)
-		d.SetLinkDelay(linkDelay)
+		replicated(t, ctx, raw, tag+":barrier")
+		d.setLinkDelay(linkDelay)
 		holds := make([]hold, len(ks))
 		for i, k := range ks {
 			start := time.Now()
@@ -162,14 +172,14 @@ func rounds(t *testing.T, mode lualock.ReplicaAck, n int) result {
 		woken := make(chan error, 1)
 		go func() { woken <- wl.Lock(ctx) }()
 
-		old, err := d.Primary(ctx)
+		old, err := d.primary(ctx, names[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		crash := time.Now()
-		d.Crash(old)
-		d.SetLinkDelay(0)
-		promoted, err := d.WaitPromoted(ctx, old)
+		d.crash(old)
+		d.setLinkDelay(0)
+		promoted, err := d.promoted(ctx, old, names[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,10 +226,7 @@ func rounds(t *testing.T, mode lualock.ReplicaAck, n int) result {
 			}
 		}
 
-		if err := d.Rejoin(ctx, old, promoted); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.WaitStable(ctx); err != nil {
+		if err := d.rejoin(ctx, old, promoted); err != nil {
 			t.Fatal(err)
 		}
 		// The clients read a primary's replica count every second: the
@@ -307,7 +314,12 @@ func renewed(t *testing.T, ctx context.Context, r *result, keep []kept) []kept {
 func probe(t *testing.T, ctx context.Context, k kind, c *lualock.Client, name string) (hold, bool) {
 	t.Helper()
 	for {
-		h, err := k.probe(ctx, c, name)
+		// Each attempt bounded on its own: one sent to the crashed
+		// primary before the client saw the failover may hang until its
+		// context ends.
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		h, err := k.probe(actx, c, name)
+		cancel()
 		switch {
 		case err == nil:
 			return h, true
@@ -323,14 +335,41 @@ func probe(t *testing.T, ctx context.Context, k kind, c *lualock.Client, name st
 // replicated waits until the replica has everything written so far: a
 // write, then WAIT on its connection (the replication stream is ordered,
 // so what came before is there too).
-func replicated(t *testing.T, ctx context.Context, rdb *redis.Client) {
+func replicated(t *testing.T, ctx context.Context, rdb redis.UniversalClient, key string) {
 	t.Helper()
-	conn := rdb.Conn()
+	for {
+		err := barrier(ctx, rdb, key)
+		if err == nil {
+			return
+		}
+		if !redis.HasErrorPrefix(err, "MOVED") || ctx.Err() != nil {
+			t.Fatalf("the replica did not catch up: %v", err)
+		}
+		// The cluster client's view predates the last failover.
+		rdb.(*redis.ClusterClient).ReloadState(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// barrier writes key on its primary and waits until a replica has it.
+func barrier(ctx context.Context, rdb redis.UniversalClient, key string) error {
+	var node *redis.Client
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		var err error
+		if node, err = c.MasterForKey(ctx, key); err != nil {
+			return err
+		}
+	case *redis.Client:
+		node = c
+	}
+	conn := node.Conn()
 	defer conn.Close()
-	if err := conn.Set(ctx, "failover:barrier", time.Now().UnixNano(), time.Minute).Err(); err != nil {
-		t.Fatal(err)
+	if err := conn.Set(ctx, key, time.Now().UnixNano(), time.Minute).Err(); err != nil {
+		return err
 	}
 	if n, err := conn.Wait(ctx, 1, 10*time.Second).Result(); err != nil || n < 1 {
-		t.Fatalf("the replica did not catch up: WAIT %d, %v", n, err)
+		return fmt.Errorf("WAIT %d, %v", n, err)
 	}
+	return nil
 }

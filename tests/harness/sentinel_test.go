@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSentinel_failover: a deployment starts stable, a failover promotes
@@ -57,6 +59,50 @@ func TestSentinel_failover(t *testing.T) {
 			if v, _ := rdb.Get(ctx, "lost").Int(); v == i {
 				t.Fatalf("lost after failover %d: %v %v, want the crash to lose it", i, v, err)
 			}
+		}
+	}
+}
+
+// TestReplicatedCluster_failover: the master of a key crashes, its
+// replica takes over, the crashed node rejoins as the new master's replica,
+// twice; a write WAIT acknowledged survives.
+func TestReplicatedCluster_failover(t *testing.T) {
+	c := StartReplicatedCluster(t, ReplicatedClusterOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "{failover}kept"
+	for i := range 2 {
+		old, err := c.Primary(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := redis.NewClient(&redis.Options{Addr: old.Addr()})
+		if err := m.Set(ctx, key, i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := m.Wait(ctx, 1, time.Second).Result(); err != nil || n != 1 {
+			t.Fatalf("WAIT: %d, %v", n, err)
+		}
+		_ = m.Close()
+		start := time.Now()
+		c.Crash(old)
+		promoted, err := c.WaitPromoted(ctx, old, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("failover %d: %s -> %s in %v", i, old.Addr(), promoted.Addr(), time.Since(start))
+		if err := c.Rejoin(old); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitStable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("stable after %v", time.Since(start))
+		p := redis.NewClient(&redis.Options{Addr: promoted.Addr()})
+		v, err := p.Get(ctx, key).Int()
+		_ = p.Close()
+		if err != nil || v != i {
+			t.Fatalf("after failover %d: %d, %v", i, v, err)
 		}
 	}
 }
