@@ -199,18 +199,27 @@ func (c *ReplicatedCluster) Primary(ctx context.Context, key string) (*Node, err
 func (c *ReplicatedCluster) owner(ctx context.Context, n *Node, slot int) (*Node, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: n.Server.Addr(), MaxRetries: -1})
 	defer rdb.Close()
-	slots, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("%s: CLUSTER SLOTS: %w", n.Addr(), err)
+		return nil, fmt.Errorf("%s: CLUSTER SHARDS: %w", n.Addr(), err)
 	}
-	for _, s := range slots {
-		if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
-			for _, m := range c.nodes {
-				if m.Addr() == s.Nodes[0].Addr {
-					return m, nil
-				}
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if slot < int(r.Start) || slot > int(r.End) {
+				continue
 			}
-			return nil, fmt.Errorf("%s names %s for slot %d, not a node of the cluster", n.Addr(), s.Nodes[0].Addr, slot)
+			for _, x := range sh.Nodes {
+				if x.Role != "master" {
+					continue
+				}
+				addr := x.IP + ":" + strconv.FormatInt(x.Port, 10)
+				for _, m := range c.nodes {
+					if m.Addr() == addr {
+						return m, nil
+					}
+				}
+				return nil, fmt.Errorf("%s names %s for slot %d, not a node of the cluster", n.Addr(), addr, slot)
+			}
 		}
 	}
 	return nil, fmt.Errorf("%s: slot %d unassigned", n.Addr(), slot)
