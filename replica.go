@@ -76,6 +76,19 @@ func (m *ReplicaAck) UnmarshalText(text []byte) error {
 // joins a primary is waited for from the next read on.
 const replicaRefresh = time.Second
 
+// replicaSticky is how long a primary that had replicas connected is
+// still waited for after a read finds none (a replica reconnecting, as
+// after a Sentinel reconfigures it): WAIT then waits for it to come back,
+// and only when it does not within the timeout and the primary still has
+// none is the acquisition taken unacknowledged. A new replication id (a
+// promotion) starts the history over.
+const replicaSticky = 10 * time.Second
+
+// replicaTrust is how long a count read is used: past it (the refresher's
+// reads failing or late), an acquisition reads the count itself, on the
+// connection its script runs on.
+const replicaTrust = replicaRefresh * 3 / 2
+
 // replicaAck is a Client's replica acknowledgement: the setting and the
 // replica count of each primary seen.
 type replicaAck struct {
@@ -94,8 +107,13 @@ type replicaAck struct {
 // nodeReplicas is one primary's replica count.
 type nodeReplicas struct {
 	c  *redis.Client // the primary's client
-	n  atomic.Int64  // connected replicas at the last read
+	n  atomic.Int64  // the replicas to wait for (see store)
 	at atomic.Int64  // unix ns of the last read; 0: never read
+
+	// Under replicaAck.mu: the replication history the count keeps.
+	replid string    // the primary's replication id at the last read
+	peak   int64     // the most replicas read since replid began
+	seen   time.Time // when a read last found replicas connected
 }
 
 // newReplicaAck returns the client's acknowledgement, or nil when it is
@@ -176,8 +194,8 @@ func (p *ackPin) wait(ctx context.Context) error {
 	// a failover put this client on a primary with fewer). Read it again
 	// on the same primary: with none connected there is nothing to wait
 	// for; otherwise the acquisition is not replicated.
-	if n, err := readReplicas(ctx, p.conn); err == nil {
-		p.r.store(p.node, n)
+	if n, replid, err := readReplicas(ctx, p.conn); err == nil {
+		p.r.store(p.node, n, replid)
 		if n == 0 || p.r.mode == ReplicaAckAll && got >= n {
 			return nil
 		}
@@ -205,17 +223,28 @@ func (r *replicaAck) conn(ctx context.Context, keys []string) *redis.Conn {
 		return nil // the call itself meets the error
 	}
 	nr := r.node(addr, node)
-	if nr.at.Load() == 0 {
-		n, err := readReplicas(ctx, node)
-		if err != nil {
+	if at := nr.at.Load(); at != 0 && time.Since(time.Unix(0, at)) <= replicaTrust {
+		if p.n = nr.n.Load(); p.n <= 0 {
 			return nil
 		}
-		r.store(nr, n)
+		p.node, p.conn = nr, node.Conn()
+		return p.conn
 	}
+	// Never read, or the refresher's reads fail (its connections may
+	// reach a primary demoted by a failover): read the count on the
+	// connection the script will run on, which is the node that answers
+	// for the key. A failed read counts one replica: WAIT then says.
+	p.node, p.conn = nr, node.Conn()
+	n, replid, err := readReplicas(ctx, p.conn)
+	if err != nil {
+		p.n = 1
+		return p.conn
+	}
+	r.store(nr, n, replid)
 	if p.n = nr.n.Load(); p.n <= 0 {
+		p.end()
 		return nil
 	}
-	p.node, p.conn = nr, node.Conn()
 	return p.conn
 }
 
@@ -266,8 +295,8 @@ func (r *replicaAck) refresh() {
 			r.refreshCluster(ctx, cc)
 		} else {
 			nr := r.node("", r.c.rdb.(*redis.Client))
-			if n, err := readReplicas(ctx, nr.c); err == nil {
-				r.store(nr, n)
+			if n, replid, err := readReplicas(ctx, nr.c); err == nil {
+				r.store(nr, n, replid)
 			}
 		}
 		cancel()
@@ -287,8 +316,8 @@ func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient
 		masters[addr] = true
 		mu.Unlock()
 		nr := r.node(addr, m)
-		if n, err := readReplicas(ctx, m); err == nil {
-			r.store(nr, n)
+		if n, replid, err := readReplicas(ctx, m); err == nil {
+			r.store(nr, n, replid)
 		}
 		return nil
 	})
@@ -304,17 +333,29 @@ func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient
 	r.mu.Unlock()
 }
 
-// store records a primary's count just read, and whether every primary
-// seen is now without replicas (then attempts need no pin until the oldest
-// count is due for a refresh).
-func (r *replicaAck) store(nr *nodeReplicas, n int64) {
+// store records a primary's count just read (n connected replicas under
+// replication id replid), and whether every primary seen is now without
+// replicas (then attempts need no pin until the oldest count is no longer
+// trusted). The count to wait for is n, or, when n fell, the most replicas
+// the primary had since its replication id began and within replicaSticky.
+func (r *replicaAck) store(nr *nodeReplicas, n int64, replid string) {
 	if nr == nil {
 		return
 	}
-	nr.n.Store(n)
-	nr.at.Store(time.Now().UnixNano())
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if replid != nr.replid {
+		nr.replid, nr.peak = replid, 0
+	}
+	if n > 0 {
+		nr.seen = now
+	}
+	if n >= nr.peak || now.Sub(nr.seen) > replicaSticky {
+		nr.peak = n
+	}
+	nr.n.Store(nr.peak)
+	nr.at.Store(now.UnixNano())
 	oldest := int64(0)
 	for _, x := range r.nodes {
 		if x.n.Load() != 0 || x.at.Load() == 0 {
@@ -325,24 +366,40 @@ func (r *replicaAck) store(nr *nodeReplicas, n int64) {
 			oldest = at
 		}
 	}
-	// Past the next refresh (and a margin for a late one), attempts pin
-	// again until it comes: a primary may have gained a replica.
-	r.quietUntil.Store(oldest + int64(2*replicaRefresh))
+	// Past the trust in the oldest count, attempts pin again until the
+	// next read: a primary may have gained a replica.
+	r.quietUntil.Store(oldest + int64(replicaTrust))
 }
 
 // readReplicas returns the replicas connected to the primary c talks to
-// (INFO replication's connected_slaves; 0 on a replica).
-func readReplicas(ctx context.Context, c redis.Cmdable) (int64, error) {
+// (INFO replication's connected_slaves). A node that answers as a replica
+// is an error: a connection still open to a primary demoted by a failover
+// would otherwise report none, and the acquisitions would stop waiting.
+func readReplicas(ctx context.Context, c redis.Cmdable) (n int64, replid string, err error) {
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
+	role := ""
+	n = -1
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "role:"); ok {
+			role = v
+		}
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			replid = v
+		}
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			if n, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return 0, "", err
+			}
 		}
 	}
-	return 0, nil
+	if role != "master" || n < 0 {
+		return 0, "", fmt.Errorf("INFO replication: role %q, connected_slaves %d: not a primary", role, n)
+	}
+	return n, replid, nil
 }
 
 // ackScripter runs the acquire scripts: on the attempt's pinned connection

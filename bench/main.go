@@ -31,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -63,6 +64,7 @@ type config struct {
 
 	wdLocks   int
 	wdLease   time.Duration
+	ack       lualock.ReplicaAck // -ack: lualock's replica acknowledgement
 	wdPeriods int
 
 	rwDur time.Duration // per read-write lock run (readers alone, then with a writer)
@@ -166,6 +168,7 @@ func main() {
 	rounds := flag.Int("rounds", 0, "rounds of every workload (default 3, quick 1)")
 	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog, rwlock); default all")
 	out := flag.String("out", "", "directory for REPORT.md, results.json and run.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
+	ack := flag.String("ack", "one", "lualock's replica acknowledgement (Options.ReplicaAck): one, all or off")
 	withReplica := flag.Bool("replica", false, "give the bench's redis-server a replica: lualock then waits for it after each acquisition (Options.ReplicaAck), the other libraries do not")
 	flag.Parse()
 	if *withReplica && *addr != "" {
@@ -174,6 +177,9 @@ func main() {
 
 	cfg := defaults(*quick)
 	cfg.addr, cfg.quick, cfg.out = *addr, *quick, *out
+	if err := cfg.ack.UnmarshalText([]byte(*ack)); err != nil {
+		fatalf("-ack: %v", err)
+	}
 	cfg.only = map[string]bool{}
 	for _, w := range strings.Split(*only, ",") {
 		if w = strings.TrimSpace(w); w != "" {

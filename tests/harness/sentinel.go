@@ -299,15 +299,14 @@ func (d *Sentinel) WaitPromoted(ctx context.Context, old *Node) (*Node, error) {
 }
 
 // Rejoin restarts n (empty, as a crashed host without persistence) as a
-// replica of primary, with its proxy's links restored.
+// replica of primary (--replicaof on its command line), with its proxy's
+// links restored.
 func (d *Sentinel) Rejoin(ctx context.Context, n, primary *Node) error {
 	n.Proxy.RestoreLink()
-	if err := n.Restart(); err != nil {
-		return err
-	}
-	h, p, _ := strings.Cut(primary.Addr(), ":")
-	_, err := commandString(n.Server.Addr(), time.Second, "REPLICAOF", h, p)
-	return err
+	// Started as a replica, never as an empty primary: clients that still
+	// reach its address must not take locks on it meanwhile.
+	n.setReplicaOf(primary.Addr())
+	return n.Restart()
 }
 
 // WaitStable waits until every Sentinel names the same primary, that node

@@ -328,6 +328,23 @@ func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 	return redis.NewClient(o)
 }
 
+// setReplicaOf makes the server's next starts replicate addr
+// (--replicaof, in place of the one it had).
+func (s *Server) setReplicaOf(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var args []string
+	for i := 0; i < len(s.opts.Args); i++ {
+		if s.opts.Args[i] == "--replicaof" {
+			i += 2
+			continue
+		}
+		args = append(args, s.opts.Args[i])
+	}
+	h, p, _ := strings.Cut(addr, ":")
+	s.opts.Args = append(args, "--replicaof", h, p)
+}
+
 // Kill SIGKILLs the server (simulating a crash) and waits for it to exit.
 // The server can be brought back with Restart.
 func (s *Server) Kill() {
