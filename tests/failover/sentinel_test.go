@@ -21,7 +21,8 @@ const (
 	// last linkDelay before it crashed is lost.
 	linkDelay = 50 * time.Millisecond
 	// lease is the watchdog's lease: longer than a failover's outage
-	// (down-after 500ms, the election, the promotion: 1.5s typically,
+	// (Sentinel down-after 1s or cluster node timeout 1s, the election,
+	// the promotion: 1.5-2.5s typically,
 	// up to 9s seen when the Sentinels' first election splits), so that a
 	// hold that survived is still renewed after it.
 	lease = 10 * time.Second

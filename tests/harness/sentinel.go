@@ -15,7 +15,7 @@ import (
 // Defaults used when the corresponding SentinelOptions field is zero.
 const (
 	DefaultSentinelMaster       = "lualock"
-	DefaultSentinelDownAfter    = 500 * time.Millisecond
+	DefaultSentinelDownAfter    = time.Second
 	DefaultSentinelFailoverWait = time.Second
 	DefaultSentinelReadyTimeout = 30 * time.Second
 )
@@ -29,7 +29,9 @@ type SentinelOptions struct {
 	// Master is the name the Sentinels know the primary by.
 	Master string
 	// DownAfter is the Sentinels' down-after-milliseconds: how long the
-	// primary may not answer before a failover starts (default 500ms).
+	// primary may not answer before a failover starts (default 1s: a
+	// Sentinel that has not reached a newly promoted primary within it
+	// starts another failover, which a loaded test machine saw at 500ms).
 	DownAfter time.Duration
 	// FailoverTimeout is the Sentinels' failover-timeout (default 1s).
 	FailoverTimeout time.Duration
@@ -364,11 +366,17 @@ func (d *Sentinel) stable(ctx context.Context) error {
 			return fmt.Errorf("sentinel %s names %s, not %s", s.Addr(), addr, primary.Addr())
 		}
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		m, err0 := sc.Master(ctx, d.opts.Master).Result()
 		reps, err := sc.Replicas(ctx, d.opts.Master).Result()
 		sents, err2 := sc.Sentinels(ctx, d.opts.Master).Result()
 		_ = sc.Close()
-		if err = errors.Join(err, err2); err != nil {
+		if err = errors.Join(err0, err, err2); err != nil {
 			return err
+		}
+		// A Sentinel that still sees the primary down (it has not reached
+		// the promoted node yet) would start another failover.
+		if m["flags"] != "master" {
+			return fmt.Errorf("sentinel %s: master flags %q", s.Addr(), m["flags"])
 		}
 		if len(sents) < 2 {
 			return fmt.Errorf("sentinel %s knows %d other sentinels", s.Addr(), len(sents))
