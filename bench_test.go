@@ -2,6 +2,12 @@ package lualock_test
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -15,7 +21,15 @@ import (
 // process per pair (go test -run - -bench LockUnlock -benchmem): the
 // runtime's and go-redis's, the figure the side-by-side benchmark in bench/
 // reports, which the issue bounds at 30. (On miniredis the in-process Lua
-// interpreter's allocations would hide the runtime's.)
+// interpreter's allocations would hide the runtime's.) Besides ns/op and
+// allocs/op it reports, from INFO commandstats before and after (the
+// client closed first, so that its background latch deletions count),
+// the Redis commands per pair (cmds/op, a script's inner calls included,
+// as Redis counts them) and the CPU time of the redis-server process per
+// pair (redis-cpu-µs/op, INFO cpu: commands and socket I/O), the CPU time
+// of the benchmark's own process per pair (client-cpu-µs/op, getrusage:
+// lualock, go-redis, the Go runtime; on Unix); with -v it logs each
+// command's calls and execution time per pair.
 func BenchmarkLock_LockUnlock(b *testing.B) {
 	srv := harness.StartStandalone(b)
 	for _, fair := range []bool{false, true} {
@@ -24,27 +38,148 @@ func BenchmarkLock_LockUnlock(b *testing.B) {
 			name = "fair"
 		}
 		b.Run(name, func(b *testing.B) {
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			defer func() { _ = rdb.Close() }()
-			c, err := lualock.New(rdb, lualock.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = c.Close() }()
-			l := c.NewLock("bench")
-			if fair {
-				l = c.NewFairLock("bench")
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := l.Lock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchLockUnlock(b, srv.Addr(), 1, fair)
 		})
 	}
+}
+
+// BenchmarkLock_LockUnlockParallel is BenchmarkLock_LockUnlock with 32
+// goroutines, each on a lock of its own (uncontended), sharing one Client:
+// what a server handling concurrent requests does, and where go-redis's
+// pool (one request per connection at a time) and the runtime's shared
+// state (the watchdog, the latch sweeper) show.
+func BenchmarkLock_LockUnlockParallel(b *testing.B) {
+	srv := harness.StartStandalone(b)
+	b.Run("reentrant-32", func(b *testing.B) {
+		benchLockUnlock(b, srv.Addr(), 32, false)
+	})
+}
+
+// benchLockUnlock runs b.N lock+unlock pairs split over g goroutines, each
+// on its own lock, and reports commands and Redis execution time per pair.
+func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10, g)})
+	defer func() { _ = rdb.Close() }()
+	c, err := lualock.New(rdb, lualock.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = c.Close()
+		}
+	}()
+	locks := make([]*lualock.Lock, g)
+	for i := range locks {
+		name := "bench:" + strconv.Itoa(i)
+		if fair {
+			locks[i] = c.NewFairLock(name)
+		} else {
+			locks[i] = c.NewLock(name)
+		}
+		// Warm up: scripts loaded, connections dialled.
+		if err := locks[i].Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := locks[i].Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	before := commandStats(b, rdb)
+	cpu0, cpuOK := processCPU()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	errs := make([]error, g) // one per goroutine: no allocation in the loop
+	for i, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if errs[i] = l.Lock(ctx); errs[i] != nil {
+					return
+				}
+				if errs[i] = l.Unlock(ctx); errs[i] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu1, _ := processCPU()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = c.Close()
+	closed = true
+	after := commandStats(b, rdb)
+	b.ReportMetric(float64(after.calls-before.calls)/float64(b.N), "cmds/op")
+	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N), "redis-cpu-µs/op")
+	if cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "client-cpu-µs/op")
+	}
+	if testing.Verbose() {
+		for _, name := range slices.Sorted(maps.Keys(after.per)) {
+			d := after.per[name]
+			d.calls -= before.per[name].calls
+			d.usec -= before.per[name].usec
+			if d.calls > 0 {
+				b.Logf("%-8s %6.3f calls/op %7.3f µs/op %6.3f µs/call", name,
+					float64(d.calls)/float64(b.N), float64(d.usec)/float64(b.N), float64(d.usec)/float64(d.calls))
+			}
+		}
+	}
+}
+
+// cmdStats sums INFO commandstats over every command but INFO itself (a
+// script's inner calls included: Redis counts them), keeps each command's
+// figures (a script's usec includes its inner calls'), and has the server
+// process's CPU time (INFO cpu, user + sys, in seconds).
+type cmdStats struct {
+	calls int64
+	cpu   float64
+	per   map[string]cmdStat
+}
+
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct{ calls, usec int64 }
+
+func commandStats(b *testing.B, rdb *redis.Client) cmdStats {
+	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := cmdStats{per: map[string]cmdStat{}}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(rest, 64)
+			s.cpu += f
+			continue
+		}
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		var c cmdStat
+		for f := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				c.calls = n
+			case "usec":
+				c.usec = n
+			}
+		}
+		s.per[strings.TrimPrefix(name, "cmdstat_")] = c
+		s.calls += c.calls
+	}
+	return s
 }

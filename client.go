@@ -16,6 +16,7 @@ import (
 
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/track"
 	"github.com/lualock/lualock/internal/wake"
 	"github.com/lualock/lualock/luart"
 )
@@ -41,9 +42,10 @@ type Client struct {
 	wd      *renew.Watchdog
 	ctx     context.Context // cancelled by Close: ends background calls in flight
 	cancel  context.CancelFunc
-	hub     *wake.Hub     // wakes waiters and hold watchers (pub/sub)
-	ack     *replicaAck   // replica acknowledgement; nil when off
-	latches *latchSweeper // deletes the latches of releases that got their reply
+	hub     *wake.Hub      // wakes waiters (pub/sub)
+	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
+	ack     *replicaAck    // replica acknowledgement; nil when off
+	latches *latchSweeper  // deletes the latches of releases that got their reply
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
 	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight
@@ -114,6 +116,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.hub = newHub(c)
+	c.track = newTracker(c)
 	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }
@@ -144,6 +147,9 @@ func (c *Client) Close() error {
 	}
 	defer close(c.done)
 	c.cancel()
+	if c.track != nil {
+		c.track.Close()
+	}
 	c.wd.Close()
 	err := c.hub.Close()
 	c.bgMu.Lock()
@@ -199,12 +205,17 @@ type Stats struct {
 	Waiters       int // goroutines waiting for a release message
 	Subscriptions int // channels subscribed; with PubSubBoth, once per kind
 	PubSubConns   int // pub/sub connections open: 1 at most with plain pub/sub, one per primary with waiters with sharded pub/sub on a cluster
+	Tracked       int // holds the hold tracker watches
+	TrackingConns int // the hold tracker's connections open: one per node (primary) that served a tracked hold
 }
 
 // Stats returns the client's current counts.
 func (c *Client) Stats() Stats {
 	s := Stats{Watched: c.wd.Len()}
 	s.Waiters, s.Subscriptions, s.PubSubConns = c.hub.Counts()
+	if c.track != nil {
+		s.Tracked, s.TrackingConns = c.track.Counts()
+	}
 	return s
 }
 
@@ -215,23 +226,37 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
+	return c.newLock(name, KindReentrant, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
 }
 
 // newLock returns a handle of a new owner on lock name under protocol p.
-func (c *Client) newLock(name string, p protocol) *Lock {
+func (c *Client) newLock(name string, kind Kind, p protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
 		c:       c,
 		name:    name,
+		kind:    kind,
 		p:       p,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
-		latch:   keys.Tag(keys.LatchPrefix, name) + ":" + c.id + ":",
+		latch:   keys.Tag(keys.UnlockLatchPrefix, name) + ":" + c.id + ":",
 		invalid: CheckName(name),
 		op:      newOpLock(),
 	}
-	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease}
+	l.h = hold{env: l, watchdogLease: c.cfg.WatchdogLease, unlockLatch: c.cfg.UnlockLatch}
+	l.h.life.afterFunc = c.cfg.afterFunc
 	return l
+}
+
+// CheckName returns ErrInvalid, with the reason, for a name that the locks
+// refuse (empty, over 64 KiB, or with a brace but no hash tag), and nil for
+// one they take. Tools that read a lock's keys themselves, such as the
+// lualock command's status, use it to refuse what Lock would refuse, before
+// anything is sent to Redis.
+func CheckName(name string) error {
+	if err := keys.Check(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // isNilPointer reports whether v holds a nil pointer, as a

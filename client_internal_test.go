@@ -32,3 +32,14 @@ func TestNew_retryPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestTransientPoolErrors: luart matches go-redis's pool errors by their
+// text, as its module supports go-redis versions that do not export them;
+// with the go-redis of this module the exported values are transient.
+func TestTransientPoolErrors(t *testing.T) {
+	for _, err := range []error{redis.ErrPoolTimeout, redis.ErrPoolExhausted, &luart.Error{Script: "x", Err: redis.ErrPoolTimeout}} {
+		if !luart.Transient(err) {
+			t.Errorf("luart.Transient(%v) = false", err)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func TestEngine_noChannel_backsOff(t *testing.T) {
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	spin := c.newLock("spin", noChannel{newReentrant(c.env, "spin", c.cfg.MaxWaitTimer)})
+	spin := c.newLock("spin", KindSpin, noChannel{newReentrant(c.env, "spin", c.cfg.MaxWaitTimer)})
 	before := mr.CommandCount()
 	if err := spin.TryLock(ctx, 150*time.Millisecond); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("TryLock on a held lock: %v", err)

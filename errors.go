@@ -2,8 +2,11 @@ package lualock
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The errors of this package. Compare with errors.Is: the errors returned
@@ -65,6 +68,13 @@ var (
 	// replica): a failover could lose it, so it was given back and nothing
 	// is held. See Options.ReplicaAck.
 	ErrNotReplicated = errors.New("lualock: not acknowledged by the replicas")
+
+	// ErrWrongType is returned by a call that deletes or resets an object
+	// whoever holds it (ForceUnlock, DrainPermits) when its key holds
+	// something else: another Redis type, or a hash or string not shaped as
+	// that object (docs/GUIDE.md, "Force unlock"). Nothing is changed in
+	// Redis; the error says what the key is.
+	ErrWrongType = errors.New("lualock: not this kind of object")
 )
 
 // Error is the shape of every error a call of this package returns on a
@@ -99,18 +109,29 @@ const (
 	verbForceUnlock = "force unlock"
 	verbStatus      = "status"
 	// The semaphores and their permits.
-	verbAcquire    = "acquire"
-	verbRelease    = "release"
-	verbSetPermits = "set permits"
-	verbAddPermits = "add permits"
-	verbDrain      = "drain permits"
-	verbAvailable  = "available permits"
+	verbAcquire     = "acquire"
+	verbRelease     = "release"
+	verbSetPermits  = "set permits"
+	verbAddPermits  = "add permits"
+	verbDrain       = "drain permits"
+	verbAvailable   = "available permits"
+	verbUpdateLease = "update lease"
 	// The count-down latch.
 	verbSetCount  = "set count"
 	verbCountDown = "count down"
 	verbCount     = "count"
 	verbAwait     = "await"
 )
+
+// wrongType turns the WRONGTYPE error of a script that found its key
+// holding something else into one that wraps ErrWrongType.
+func wrongType(err error) error {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) || !strings.HasPrefix(rerr.Error(), "WRONGTYPE ") {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrWrongType, strings.TrimPrefix(strings.TrimPrefix(rerr.Error(), "WRONGTYPE "), "lualock: "))
+}
 
 // wrapErr returns err as the *Error of op on lock name: the one place where
 // a call's error takes its shape. Internal functions return bare causes.

@@ -47,7 +47,7 @@ func ExampleOptions_logger() {
 	defer holder.Unlock(ctx)
 	_ = other.TryLock(ctx, 10*time.Millisecond) // held by holder: gives up
 	// Output:
-	// level=INFO msg="lualock: gave up waiting" lock=jobs owner=worker-7:2 wait=10ms
+	// level=INFO msg="lualock: gave up waiting" kind=reentrant name=jobs owner=worker-7:2 wait=10ms
 }
 
 // An Observer receives every acquisition and the end of every hold, for
@@ -63,10 +63,10 @@ func ExampleObserver() {
 
 	client, err := lualock.New(rdb, lualock.Options{Observer: lualock.Observer{
 		Acquire: func(ev lualock.AcquireEvent) {
-			fmt.Printf("acquire %s: fair=%v err=%v\n", ev.Lock, ev.Fair, ev.Err)
+			fmt.Printf("acquire %s (%v): err=%v\n", ev.Name, ev.Kind, ev.Err)
 		},
 		HoldEnd: func(ev lualock.HoldEndEvent) {
-			fmt.Printf("hold of %s ended: %v (lost: %v)\n", ev.Lock, ev.Reason, ev.Reason.Lost())
+			fmt.Printf("hold of %s (%v) ended: %v (lost: %v)\n", ev.Name, ev.Kind, ev.Reason, ev.Reason.Lost())
 		},
 	}})
 	if err != nil {
@@ -83,6 +83,6 @@ func ExampleObserver() {
 		log.Fatal(err)
 	}
 	// Output:
-	// acquire reports: fair=true err=<nil>
-	// hold of reports ended: released (lost: false)
+	// acquire reports (fair): err=<nil>
+	// hold of reports (fair) ended: released (lost: false)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/track"
 )
 
 // PermitExpirableSemaphore is a handle on Redisson's
@@ -142,7 +144,21 @@ func (s *PermitExpirableSemaphore) TryAcquireLease(ctx context.Context, wait, le
 	return s.acquire(ctx, wait, lease)
 }
 
-func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time.Duration) (*Permit, error) {
+func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time.Duration) (p *Permit, err error) {
+	start := time.Now()
+	defer func() {
+		sub := subject{kind: KindPermit, name: s.name}
+		if p != nil {
+			sub.owner = p.ID()
+		}
+		s.c.acquired(ctx, sub, start, wait, false, err)
+	}()
+	p, err = s.take(ctx, wait, lease)
+	return p, err
+}
+
+// take is acquire without the event.
+func (s *PermitExpirableSemaphore) take(ctx context.Context, wait, lease time.Duration) (*Permit, error) {
 	if err := s.plain().usable(ctx); err != nil {
 		return nil, wrapErr(verbAcquire, s.name, err)
 	}
@@ -167,6 +183,9 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 	err := s.c.waitFor(ctx, wait, &waitFuncs{
 		ch: s.channel,
 		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+			// The lease counts from this send: a resend that finds the
+			// permit taken by an earlier one (its reply lost) sets its
+			// deadline again from its own TIME, never earlier than this.
 			start = time.Now()
 			v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
 				generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},
@@ -227,18 +246,27 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 		return nil, wrapErr(verbAcquire, s.name, err)
 	}
 	p := &Permit{s: s, id: id}
-	p.ctx, p.cancel = context.WithCancelCause(context.Background())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sub := subject{kind: KindPermit, name: s.name, owner: p.ID()}
+	p.life.afterFunc = s.c.cfg.afterFunc
+	p.life.onEnd = func(cause error, since time.Time) { s.c.holdEnded(sub, cause, since) }
+	p.life.begin(start)
+	p.life.context() // a permit's Context is made at once
+	p.watch = s.c.watchPermit(p, start, lease)
 	if lease > 0 {
-		p.timer = time.AfterFunc(time.Until(start.Add(lease)), func() {
-			p.cancel(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
+		p.life.expireAt(start, lease, func() {
+			p.end(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
 		})
 		return p, nil
 	}
 	t := renew.Target{Spec: permitRenewal(s.c.env.publish), Key: s.name, Field: string(id)}
-	if !s.c.wd.Add(&p.entry, t, 0, start, p.renewalEnded) {
+	if !s.c.wd.Add(&p.entry, t, 0, start, p.entryEnded) {
 		// Closed since the attempt: the permit comes back at its lease.
-		p.cancel(fmt.Errorf("%w: the permit is not renewed", ErrClosed))
+		p.life.end(fmt.Errorf("%w: the permit is not renewed", ErrClosed))
+		return p, nil
 	}
+	p.life.watch(&p.entry)
 	return p, nil
 }
 
@@ -247,10 +275,13 @@ func (s *PermitExpirableSemaphore) acquire(ctx context.Context, wait, lease time
 // expired permits back): many permits of one slot per call.
 var permitRenewals = map[string]*renew.Spec{}
 
+// permitRenewalName is the Name of the permits' renewal specs.
+const permitRenewalName = "expirable_semaphore_renew"
+
 func init() {
 	for _, publish := range []string{"publish", "spublish", "both"} {
 		permitRenewals[publish] = &renew.Spec{
-			Name:   "expirable_semaphore_renew",
+			Name:   permitRenewalName,
 			Script: generated.ExpirableSemaphoreRenewScript,
 			Cmd: func(ctx context.Context, p redis.Pipeliner, names, ids []string, lease time.Duration) *redis.Cmd {
 				k := make([]string, 0, 3*len(names))
@@ -315,10 +346,10 @@ func (s *PermitExpirableSemaphore) ReleaseID(ctx context.Context, id string) err
 type Permit struct {
 	s        *PermitExpirableSemaphore
 	id       []byte
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	timer    *time.Timer // a fixed lease's end
-	entry    renew.Entry // its watchdog entry, without a fixed lease
+	mu       sync.Mutex
+	life     lifetime     // its Context, fixed lease, watchdog entry and end event
+	entry    renew.Entry  // its watchdog entry, without a fixed lease
+	watch    *track.Watch // the hold tracker's watch (nil: none)
 	released atomic.Bool
 }
 
@@ -330,31 +361,94 @@ func (p *Permit) ID() string { return hex.EncodeToString(p.id) }
 // ends at Release (cause ErrNotHeld), when a fixed lease runs out (cause
 // wraps ErrNotHeld), when the permit is lost (cause wraps ErrLockLost) and,
 // for a renewed permit, when the client closes (cause wraps ErrClosed).
-func (p *Permit) Context() context.Context { return p.ctx }
-
-// Done is Context().Done().
-func (p *Permit) Done() <-chan struct{} { return p.ctx.Done() }
-
-// end stops the permit's timer or renewal and ends its Context with cause.
-func (p *Permit) end(cause error) {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.entry.Stop()
-	p.entry.Remove()
-	p.cancel(cause)
+func (p *Permit) Context() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.life.context()
 }
 
-// renewalEnded ends the permit as its watchdog entry ended.
-func (p *Permit) renewalEnded(_ uint64, end renew.End) {
+// Done is Context().Done().
+func (p *Permit) Done() <-chan struct{} { return p.Context().Done() }
+
+// end stops the permit's expiry or renewal and ends its lifetime with
+// cause (the first cause stands).
+func (p *Permit) end(cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watch.Stop()
+	p.life.finish(cause)
+}
+
+// entryEnded ends the permit as its watchdog entry ended.
+func (p *Permit) entryEnded(_ uint64, end renew.End) {
 	switch end {
 	case renew.Gone:
-		p.cancel(fmt.Errorf("%w: permit %s expired or was released by someone else", ErrLockLost, p.ID()))
+		p.end(fmt.Errorf("%w: %w (permit %s: expired and given back, or released by someone else)", ErrLockLost, errLostGone, p.ID()))
 	case renew.Expired:
-		p.cancel(fmt.Errorf("%w: permit %s not renewed for a whole lease (%v)", ErrLockLost, p.ID(), p.s.c.cfg.WatchdogLease))
+		p.end(fmt.Errorf("%w: %w (permit %s, lease %v)", ErrLockLost, errLostRenewalsFailed, p.ID(), p.s.c.cfg.WatchdogLease))
 	case renew.Closed:
-		p.cancel(fmt.Errorf("%w: the permit is not renewed any more", ErrClosed))
+		p.end(fmt.Errorf("%w: the permit is not renewed any more", ErrClosed))
 	}
+}
+
+// UpdateLease sets a fixed lease on the permit, from now: it comes back to
+// the pool lease later unless released first, and nothing renews it any
+// more (Redisson's updateLeaseTime). Its Context then ends 1% of the lease
+// plus 2ms before that, as a lock's fixed lease does. It returns
+// ErrInvalid for a lease under 1ms or a nil ctx, ErrNotHeld when the
+// permit is not held any more (released, or its lease ran out), ErrLockLost
+// (the Context's cause) for a permit whose loss was found, ErrClosed, ctx's
+// error or the Redis error.
+func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
+	s := p.s
+	if err := s.plain().usable(ctx); err != nil {
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	if lease < time.Millisecond {
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalid, lease))
+	}
+	p.mu.Lock()
+	ended, entry := p.life.ended, p.life.entry
+	p.mu.Unlock()
+	switch {
+	case errors.Is(ended, ErrLockLost):
+		return wrapErr(verbUpdateLease, s.name, ended)
+	case ended != nil || p.released.Load():
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: permit %s", ErrNotHeld, p.ID()))
+	}
+	if entry != nil {
+		// No renewal sent meanwhile may stretch the new lease back to the
+		// watchdog's.
+		if err := entry.Pause(ctx); err != nil {
+			return wrapErr(verbUpdateLease, s.name, err)
+		}
+		defer entry.Resume()
+	}
+	start := time.Now()
+	var n int64
+	err := s.c.call(ctx, func(ctx context.Context) (err error) {
+		n, err = generated.ExpirableSemaphoreExtend(ctx, s.c.env.calls,
+			generated.ExpirableSemaphoreExtendKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel},
+			generated.ExpirableSemaphoreExtendArgs{LeaseMS: lease.Milliseconds(), Publish: s.c.env.publish, IDs: [][]byte{p.id}})
+		return err
+	})
+	if err != nil {
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n == 0 {
+		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
+		p.life.finish(err)
+		return wrapErr(verbUpdateLease, s.name, err)
+	}
+	if p.life.ended != nil { // released or lost meanwhile
+		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: permit %s", ErrNotHeld, p.ID()))
+	}
+	p.life.expireAt(start, lease, func() {
+		p.end(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
+	})
+	return nil
 }
 
 // Release gives the permit back and wakes waiters. It returns ErrLockLost
@@ -362,7 +456,7 @@ func (p *Permit) renewalEnded(_ uint64, end renew.End) {
 // when the permit was not held any more otherwise (released before, its
 // fixed lease ran out and it was given back), ErrInvalid for a nil ctx,
 // ErrClosed, ctx's error or the Redis error. A release whose reply was lost
-// is sent again under its request latch, so it counts once.
+// is sent again under its unlock latch, so it counts once.
 func (p *Permit) Release(ctx context.Context) error {
 	s := p.s
 	if ctx == nil {
@@ -371,15 +465,23 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p.released.Swap(true) {
 		return wrapErr(verbRelease, s.name, fmt.Errorf("%w: permit %s released already", ErrNotHeld, p.ID()))
 	}
-	lost := context.Cause(p.ctx) // set when the permit was lost before
-	p.end(fmt.Errorf("%w: released", ErrNotHeld))
+	p.mu.Lock()
+	lost := p.life.ended // set when the permit was lost before
+	// Renew it no more: the release's reply decides how it ended.
+	p.life.stopExpiry()
+	p.life.unwatch()
+	p.mu.Unlock()
 	ok, err := s.release(ctx, p.id)
 	switch {
-	case err != nil || ok:
+	case ok:
+		p.end(ErrNotHeld)
+	case err != nil:
+		p.end(fmt.Errorf("%w: released without a reply (%v); unless the release landed, the permit comes back at its lease", ErrNotHeld, err))
 	case errors.Is(lost, ErrLockLost):
 		err = lost
 	default:
 		err = fmt.Errorf("%w: permit %s was not held any more", ErrNotHeld, p.ID())
+		p.end(err)
 	}
 	return wrapErr(verbRelease, s.name, err)
 }

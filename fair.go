@@ -50,7 +50,7 @@ const fairMinWait = 10 * time.Millisecond
 //     share its place in the queue, and one of them giving up does not take
 //     the others out of it.
 func (c *Client) NewFairLock(name string) *Lock {
-	return c.newLock(name, c.newFair(name, c.cfg.FairWait))
+	return c.newLock(name, KindFair, c.newFair(name, c.cfg.FairWait))
 }
 
 // NewFairLockWait is NewFairLock with the wait budget of this lock instead
@@ -61,7 +61,7 @@ func (c *Client) NewFairLock(name string) *Lock {
 // under 500ms makes the handle's
 // methods return ErrInvalid.
 func (c *Client) NewFairLockWait(name string, wait time.Duration) *Lock {
-	l := c.newLock(name, c.newFair(name, wait))
+	l := c.newLock(name, KindFair, c.newFair(name, wait))
 	if wait < 2*fairMinRetry && l.invalid == nil {
 		l.invalid = fmt.Errorf("%w: fair wait budget %v, want at least %v", ErrInvalid, wait, 2*fairMinRetry)
 	}
@@ -122,9 +122,6 @@ func (p *fair) queues() bool { return true }
 
 // channel is the waiter's own channel: a release wakes the head only.
 func (p *fair) channel(field string) string { return p.k.WaiterChannel(field) }
-
-// holdChannel is the lock's channel, where force releases publish.
-func (p *fair) holdChannel() string { return p.k.Channel }
 
 // timer: told "wait 0" (as 1ms) fairMinRetry, any other wait from
 // fairMinWait, so that a waiter follows a real wait and is not late for

@@ -35,7 +35,7 @@ type lockHandle = Lock
 // NewFencedLock returns a handle on the fenced lock name, a new owner. An
 // invalid name is reported by its methods as ErrInvalid.
 func (c *Client) NewFencedLock(name string) *FencedLock {
-	return &FencedLock{c.newLock(name, &fenced{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer), token: keys.Tag(keys.TokenPrefix, name)})}
+	return &FencedLock{c.newLock(name, KindFenced, &fenced{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer), token: keys.Tag(keys.TokenPrefix, name)})}
 }
 
 // Handle returns the fenced lock as a *Lock, for code written for any

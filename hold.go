@@ -2,6 +2,7 @@ package lualock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -52,50 +53,38 @@ var holdStateNames = [...]string{"free", "held", "lapsed", "releasing", "unsettl
 func (s holdState) String() string { return holdStateNames[s] }
 
 // holdEnv is what a hold needs from its handle: a watchdog entry, the
-// hold watcher and the observer.
+// hold watcher and the end event.
 type holdEnv interface {
 	// renew puts hold gen, whose lease was set at start, under the
 	// watchdog; false when the client has closed.
-	renew(gen uint64, start time.Time) (renewal, bool)
+	renew(gen uint64, start time.Time) (watchdogEntry, bool)
 	// watch starts the hold watcher of hold gen (nil when none).
 	watch(gen uint64) *holdWatcher
 	// ended reports the end of a hold that began at since.
 	ended(cause error, since time.Time)
 }
 
-// renewal is a hold's watchdog entry (a *renew.Entry).
-type renewal interface {
-	Pause(ctx context.Context) error // no renewal runs or starts until Resume
-	Resume()
-	Stop()        // renew no more, still report the expiry
-	Remove() bool // forget it: no end is reported after
-}
-
 // hold is the ownership state of a handle: a state machine whose
-// transition methods check the state they start from. It owns the
-// lifetime context (Context/Done, with cause), the fixed-lease timer, the
-// watchdog entry and the hold watcher. Its mutex is never held across a
-// call to Redis.
+// transition methods check the state they start from. Its lifetime (the
+// Context with cause, the fixed lease's expiry, the watchdog entry, the
+// end event: lifetime.go) is the current hold's, from the first hold's
+// acquisition to its end; it also owns the hold watcher. Its mutex is
+// never held across a call to Redis.
 type hold struct {
 	env           holdEnv
 	watchdogLease time.Duration
+	unlockLatch   time.Duration // Options.UnlockLatch
 
 	mu        sync.Mutex
 	state     holdState
 	holds     int           // hold count the handle has in Redis
 	gen       uint64        // counts holds from first lock to last unlock
 	lease     time.Duration // lease of the current hold
-	watched   bool          // the watchdog renews the hold
-	entry     renewal       // the last watchdog entry, kept after its removal (a renewal of it may be in flight)
-	since     time.Time     // when the current hold's first acquisition began
-	latch     string        // releasing, unsettled: the latch key of the release request
+	latch     string        // releasing, unsettled: the unlock latch of the release
 	cause     error         // lost: the loss; releasing: a loss reported meanwhile (pending)
-	ended     error         // the cause the current hold's context ended with
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	expiry    *time.Timer  // fixed lease: ends ctx when the lease runs out
-	watcher   *holdWatcher // Options.WatchHolds: the hold listens on its channel
-	acquiring int          // acquire calls of this handle under way
+	life      lifetime      // the current hold's lifetime
+	watcher   *holdWatcher  // the hold tracker's watch of the hold (nil: none)
+	acquiring int           // acquire calls of this handle under way
 }
 
 // notHeld is the Context of a handle that holds nothing.
@@ -113,13 +102,7 @@ func (h *hold) context() context.Context {
 	if h.state == free {
 		return notHeld
 	}
-	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.Background())
-		if h.ended != nil {
-			h.cancel(h.ended)
-		}
-	}
-	return h.ctx
+	return h.life.context()
 }
 
 // snapshot is what an acquisition attempt needs to know before it runs.
@@ -186,50 +169,44 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) error {
 	if first {
 		gen++
 	}
-	if lease == 0 && !h.watched {
+	var entry watchdogEntry
+	if lease == 0 && !h.life.watched {
 		e, ok := h.env.renew(gen, start)
 		if !ok {
 			return ErrClosed
 		}
-		h.entry = e
+		entry = e
 	}
 	h.holds, h.gen = want, gen
 	if first {
 		h.state = held
-		h.ctx, h.cancel, h.ended, h.latch, h.cause = nil, nil, nil, "", nil
-		h.since = start
+		h.latch, h.cause = "", nil
+		if h.life.onEnd == nil {
+			h.life.onEnd = h.env.ended // once per handle
+		}
+		h.life.begin(start)
 		h.watcher = h.env.watch(gen)
 	}
 	if lease == 0 {
-		h.stopExpiry()
 		h.lease = h.watchdogLease
-		h.watched = true
+		if entry != nil {
+			h.life.watch(entry)
+		}
 		return nil
-	}
-	if h.watched {
-		h.watched = false
-		h.entry.Remove()
 	}
 	h.lease = lease
 	h.startExpiry(start)
 	return nil
 }
 
-// startExpiry ends the hold's context when its fixed lease, set in Redis at
-// start or later, runs out, less renew.LossMargin. h.mu is held.
+// startExpiry puts the current hold under its fixed lease, set in Redis at
+// start or later: its lifetime ends when the lease runs out, less
+// renew.LossMargin. h.mu is held.
 func (h *hold) startExpiry(start time.Time) {
-	h.stopExpiry()
 	gen, lease := h.gen, h.lease
-	h.expiry = time.AfterFunc(time.Until(start.Add(lease-renew.LossMargin(lease))), func() {
+	h.life.expireAt(start, lease, func() {
 		h.end(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease))
 	})
-}
-
-func (h *hold) stopExpiry() {
-	if h.expiry != nil {
-		h.expiry.Stop()
-		h.expiry = nil
-	}
 }
 
 // current reports whether gen is the handle's hold, not yet lost: the
@@ -272,6 +249,13 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 		h.cause = cause
 	case h.state == unsettled && h.holds == 1:
 		h.goneUnsettled(cause)
+	case h.state == unsettled:
+		// The release of one of several holds is unsettled: the lock is
+		// gone, so that release has nothing left to do; the holds left
+		// after it each report the loss.
+		h.holds--
+		h.state, h.cause = lost, cause
+		h.finish(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
@@ -283,11 +267,8 @@ func (h *hold) loseLocked(gen uint64, cause error) {
 // hold stays unsettled: the next Unlock (or Lock) settles the release and
 // tells what it found. h.mu is held.
 func (h *hold) goneUnsettled(cause error) {
-	if h.watched {
-		h.watched = false
-		h.entry.Remove()
-	}
-	h.endContext(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
+	h.life.unwatch()
+	h.life.end(fmt.Errorf("%w: the lock is gone while its release, sent without a reply, is unsettled (that release removed it, or it was lost: %v)", ErrNotHeld, cause))
 }
 
 // expire ends hold gen, under the watchdog, whose lease ran out by the
@@ -300,13 +281,40 @@ func (h *hold) expire(gen uint64, cause error) {
 	defer h.mu.Unlock()
 	switch {
 	case !h.current(gen):
+	case (h.state == releasing || h.state == unsettled) && h.holds == 1:
+		// The lease ran out after Unlock began for the last hold, while
+		// its release was held up (or unsettled): the hold was live when
+		// the caller let go of it, and nothing says it was taken away.
+		h.cause = errRanOutInRelease
+		if h.state == unsettled {
+			h.cause = nil
+			h.life.unwatch()
+		}
+		h.life.end(errRanOutInRelease)
 	case h.state == releasing:
 		h.cause = cause
-		h.endContext(cause)
+		h.life.end(cause)
 	default:
 		h.state, h.cause = lost, cause
 		h.finish(cause)
 	}
+}
+
+// errRanOutInRelease ends a hold whose lease ran out after the release of
+// its last hold began, before the release landed.
+var errRanOutInRelease = fmt.Errorf("%w: the lease ran out while the release was held up", ErrNotHeld)
+
+// ranOutInRelease reports whether the lease of a last hold under the
+// watchdog, released by r, may have run out by now (less the margin): no
+// renewal landed for a whole lease. h.mu is held.
+func (h *hold) ranOutInRelease(r release, pending error) bool {
+	if !r.watched || r.holds != 1 {
+		return false
+	}
+	if errors.Is(pending, errRanOutInRelease) {
+		return true
+	}
+	return time.Since(h.life.entry.Renewed()) >= h.watchdogLease-renew.LossMargin(h.watchdogLease)
 }
 
 // watcherLost is lose for a hold watcher's finding, while w is still the
@@ -328,30 +336,12 @@ func (h *hold) unwatch() {
 	}
 }
 
-// finish stops the renewal, the watcher and the expiry of the current
-// hold and cancels its context. h.mu is held.
+// finish stops the hold watcher and ends the current hold's lifetime
+// (its watchdog entry, its expiry, its Context) with cause. h.mu is held.
 func (h *hold) finish(cause error) {
 	h.latch = ""
 	h.unwatch()
-	h.stopExpiry()
-	if h.watched {
-		h.watched = false
-		h.entry.Remove()
-	}
-	h.endContext(cause)
-}
-
-// endContext cancels the current hold's context with cause, unless it has
-// ended already (the first cause stands). h.mu is held.
-func (h *hold) endContext(cause error) {
-	if h.ended != nil {
-		return
-	}
-	h.ended = cause
-	if h.cancel != nil {
-		h.cancel(cause)
-	}
-	h.env.ended(cause, h.since)
+	h.life.finish(cause)
 }
 
 // free ends every hold (held, lapsed, unsettled, lost) with cause: a
@@ -404,9 +394,9 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	case releasing:
 		panic("lualock: hold: two releases at once")
 	}
-	r := release{lease: h.lease, watched: h.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
+	r := release{lease: h.lease, watched: h.life.watched, holds: h.holds, resend: h.state == unsettled, start: time.Now()}
 	if detached && r.holds == 1 && r.watched {
-		h.entry.Stop()
+		h.life.entry.Stop()
 	}
 	if !r.resend {
 		h.latch = newLatch()
@@ -414,9 +404,8 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 	r.latch = h.latch
 	h.state, h.cause = releasing, nil
 	if r.holds == 1 {
-		// The last release publishes on the lock's channel: the handle's
-		// own hold watcher (Options.WatchHolds) must not take it for a
-		// force unlock.
+		// The last release deletes the key the hold is tracked by: the
+		// hold watcher must not take that for a loss.
 		h.unwatch()
 	}
 	return r, nil
@@ -429,7 +418,7 @@ func (h *hold) beginRelease(newLatch func() string, detached bool) (release, err
 // ends first.
 func (h *hold) pauseRenewal(ctx context.Context) error {
 	h.mu.Lock()
-	e := h.entry // the last entry, even removed: its renewal may be in flight
+	e := h.life.entry // the last entry, even removed: its renewal may be in flight
 	h.mu.Unlock()
 	if e == nil {
 		return nil
@@ -440,7 +429,7 @@ func (h *hold) pauseRenewal(ctx context.Context) error {
 // resumeRenewal ends pauseRenewal.
 func (h *hold) resumeRenewal() {
 	h.mu.Lock()
-	e := h.entry
+	e := h.life.entry
 	h.mu.Unlock()
 	if e != nil {
 		e.Resume()
@@ -451,7 +440,7 @@ func (h *hold) resumeRenewal() {
 // whose release goes on after the caller's context ended.
 func (h *hold) stopRenewingLast(r release) {
 	if r.holds == 1 && r.watched {
-		h.entry.Stop()
+		h.life.entry.Stop()
 	}
 }
 
@@ -502,15 +491,24 @@ func (h *hold) released(r release, res *int64) error {
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == nil && r.resend && r.holds == 1:
-		// The release was sent before without a reply, and its latch has
-		// expired: the lock is gone because that send released it, or
-		// because it was lost before. Either way this hold has ended, as
-		// the caller asked; nothing says it was taken away.
+	case res == nil && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
+		// The release was sent before without a reply (by an earlier
+		// Unlock, or by a retry within this one, which lasted past the
+		// latch), and its latch may have expired: the lock is gone because
+		// that send released it, or because it was lost before. Either way
+		// this hold has ended, as the caller asked; nothing says it was
+		// taken away.
 		cause := fmt.Errorf("%w: the lock was gone when its release was sent again past the unlock latch (released by the first send, whose reply was lost, or lost before it)", ErrNotHeld)
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
+	case res == nil && h.ranOutInRelease(r, pending):
+		// The release found the lock gone after no renewal landed for a
+		// lease, while it was held up: the hold was live when Unlock
+		// began; nothing took the lock away.
+		h.state, h.holds = free, 0
+		h.finish(errRanOutInRelease)
+		return errRanOutInRelease
 	case res == nil && r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
@@ -535,10 +533,10 @@ func (h *hold) released(r release, res *int64) error {
 	case *res == 0 && h.holds > 1:
 		h.holds--
 		h.state = held
-		if h.ended != nil {
+		if h.life.ended != nil {
 			h.state = lapsed
 		}
-		if !h.watched {
+		if !h.life.watched {
 			h.startExpiry(r.start) // the release set the fixed lease again
 		}
 	default:

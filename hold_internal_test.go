@@ -15,7 +15,7 @@ type fakeHoldEnv struct {
 	closed                      bool
 }
 
-func (e *fakeHoldEnv) renew(uint64, time.Time) (renewal, bool) {
+func (e *fakeHoldEnv) renew(uint64, time.Time) (watchdogEntry, bool) {
 	if e.closed {
 		return nil, false
 	}
@@ -30,6 +30,7 @@ func (f fakeEntry) Pause(context.Context) error  { return nil }
 func (f fakeEntry) Resume()                      {}
 func (f fakeEntry) Stop()                        { f.e.stopped++ }
 func (f fakeEntry) Remove() bool                 { f.e.unrenewed++; return true }
+func (f fakeEntry) Renewed() time.Time           { return time.Now() }
 func (e *fakeHoldEnv) watch(uint64) *holdWatcher { return nil }
 func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 	e.ends = append(e.ends, cause)
@@ -37,7 +38,7 @@ func (e *fakeHoldEnv) ended(cause error, _ time.Time) {
 
 func newTestHold() (*hold, *fakeHoldEnv) {
 	env := &fakeHoldEnv{}
-	return &hold{env: env, watchdogLease: 30 * time.Second}, env
+	return &hold{env: env, watchdogLease: 30 * time.Second, unlockLatch: 10 * time.Second}, env
 }
 
 func latchFunc() string { return "latch:1" }

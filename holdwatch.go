@@ -2,112 +2,146 @@ package lualock
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
-	"sync"
+	"net"
+	"time"
 
-	"github.com/lualock/lualock/internal/wake"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/track"
 )
 
-// A held lock listens on its lock's channel when Options.WatchHolds is set
-// (the lualock command sets it): a force release publishes there (Redisson's
-// forceUnlock of an RLock, and this package's ForceUnlock of either lock),
-// and the holder checks its own hold at once (one HEXISTS), instead of at
-// its next renewal. The channel is subscribed through the client's shared
-// pub/sub connection, as waiters subscribe it; a message wakes one waiter of
-// the channel, as before, and reaches every watcher. A resubscription after
-// a reconnect makes every watcher check too, since a message may have been
-// lost meanwhile. The renewal stays the fallback: a lost message, or a
-// force release that publishes nowhere a holder listens (Redisson's
-// forceUnlock of a fair lock publishes only to the head of its queue, and
-// nothing when nobody waits), is noticed at the next renewal, as without
-// the option.
+// Every hold (a lock's, write or read, and a permit) is watched by the
+// client's hold tracker (internal/track) unless Options.NoHoldTracking:
+// Redis announces any change of the key on the tracker's connection
+// (client-side caching), the tracker checks the hold there, and a hold
+// found gone ends its Context with ErrLockLost within milliseconds,
+// whatever removed it. The watchdog's renewals are such changes too: the
+// check finds the hold and ends nothing. See docs/GUIDE.md (Losing a
+// lock).
 
-// holdWatcher is one held lock's interest in its channel.
+// The tracker's checks, one per kind of key (lua/hold_check.lua,
+// lua/permit_check.lua).
+var (
+	holdCheck   = &track.Spec{Name: "hold_check", SHA1: generated.HoldCheckSHA1, Source: generated.HoldCheckScript.Source}
+	permitCheck = &track.Spec{Name: "permit_check", SHA1: generated.PermitCheckSHA1, Source: generated.PermitCheckScript.Source}
+)
+
+// newTracker returns the client's hold tracker, or nil when
+// Options.NoHoldTracking is set or rdb is of a kind it cannot follow.
+func newTracker(c *Client) *track.Tracker {
+	if c.cfg.NoHoldTracking {
+		return nil
+	}
+	cfg := track.Config{Batch: c.cfg.RenewBatch, Ping: c.cfg.WatchdogLease / 3}
+	switch rdb := c.rdb.(type) {
+	case *redis.Client:
+		// A failover client's dialer finds the current primary itself.
+		opt := rdb.Options()
+		return track.New(track.Dialer{
+			Addr: func(context.Context, string) (string, error) { return opt.Addr, nil },
+			Dial: func(ctx context.Context, addr string) (net.Conn, error) { return opt.Dialer(ctx, opt.Network, addr) },
+			Auth: auth(opt.Username, opt.Password, opt.CredentialsProvider, opt.CredentialsProviderContext),
+			DB:   opt.DB,
+		}, cfg)
+	case *redis.ClusterClient:
+		opt := rdb.Options()
+		cfg.Slot = slot
+		return track.New(track.Dialer{
+			Addr: func(ctx context.Context, key string) (string, error) {
+				n, err := rdb.MasterForKey(ctx, key)
+				if err != nil {
+					return "", err
+				}
+				return n.Options().Addr, nil
+			},
+			Dial:    clusterDialer(opt),
+			Auth:    auth(opt.Username, opt.Password, opt.CredentialsProvider, opt.CredentialsProviderContext),
+			Refresh: rdb.ReloadState,
+		}, cfg)
+	}
+	return nil
+}
+
+// auth returns the credentials of a go-redis client's options.
+func auth(user, pass string, fn func() (string, string), ctxFn func(context.Context) (string, string, error)) func(context.Context) (string, string, error) {
+	return func(ctx context.Context) (string, string, error) {
+		switch {
+		case ctxFn != nil:
+			return ctxFn(ctx)
+		case fn != nil:
+			u, p := fn()
+			return u, p, nil
+		}
+		return user, pass, nil
+	}
+}
+
+// clusterDialer dials a cluster's node as go-redis does.
+func clusterDialer(opt *redis.ClusterOptions) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		if opt.Dialer != nil {
+			return opt.Dialer(ctx, "tcp", addr)
+		}
+		d := &net.Dialer{Timeout: opt.DialTimeout}
+		if d.Timeout == 0 {
+			d.Timeout = 5 * time.Second
+		}
+		if opt.TLSConfig != nil {
+			return (&tls.Dialer{NetDialer: d, Config: opt.TLSConfig}).DialContext(ctx, "tcp", addr)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// holdWatcher is one hold's watch by the tracker.
 type holdWatcher struct {
 	l     *Lock
 	gen   uint64
-	watch *wake.Watch // nil when the client was closed
-
-	mu       sync.Mutex
-	checking bool // a check runs
-	again    bool // a message came during the check: check again
-	stopped  bool
+	watch *track.Watch
 }
 
-// watchHold makes hold gen of l listen on channel, on every kind of
-// pub/sub the client listens to, until stop. It returns nil without
-// Options.WatchHolds. The hold's mutex is held.
-func (c *Client) watchHold(channel string, l *Lock, gen uint64) *holdWatcher {
-	if !c.cfg.WatchHolds || channel == "" {
-		return nil // (a spin lock has no channel: its holds are watched by renewal alone)
+// watchHold has the tracker watch hold gen of l: its counting field in the
+// lock's hash. It returns nil without a tracker. The hold's mutex is held.
+func (c *Client) watchHold(l *Lock, gen uint64) *holdWatcher {
+	if c.track == nil {
+		return nil
 	}
 	w := &holdWatcher{l: l, gen: gen}
-	w.watch = c.hub.Watch(channel, w.notify)
+	w.watch = c.track.Watch(track.Target{Spec: holdCheck, Key: l.name, Field: l.countField()}, w.lost)
 	return w
 }
 
-// stop ends the hold's listening. The hold's mutex is held.
-func (w *holdWatcher) stop() {
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-	if w.watch != nil {
-		w.watch.Stop() // the channel lingers, then goes: the handle may lock again soon
-	}
+// stop ends the watch. The hold's mutex is held.
+func (w *holdWatcher) stop() { w.watch.Stop() }
+
+// lost ends the hold as lost, if w is still its watcher.
+func (w *holdWatcher) lost(how track.Loss) {
+	w.l.h.watcherLost(w, lossCause(how, "lock"))
 }
 
-// notify has the watcher check its hold. The hub calls it under its lock,
-// at every message and resubscription of the channel: the check runs in a
-// goroutine of the client.
-func (w *holdWatcher) notify() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return
+// lossCause is the cause of a hold the tracker found gone.
+func lossCause(how track.Loss, what string) error {
+	if how == track.Overwritten {
+		return fmt.Errorf("%w: the %s's key was overwritten with another type while held", ErrLockLost, what)
 	}
-	if w.checking {
-		w.again = true
-		return
-	}
-	if w.l.c.closed() {
-		return // Close ends the holds; and background would run inline, under the caller's locks
-	}
-	w.checking = true
-	w.l.c.background(w.run)
+	return fmt.Errorf("%w: the %s was removed while held (deleted, expired, force-unlocked, flushed or lost by the server)", ErrLockLost, what)
 }
 
-// run checks the hold until no message came during the last check.
-func (w *holdWatcher) run() {
-	for {
-		w.check()
-		w.mu.Lock()
-		if !w.again || w.stopped {
-			w.checking = false
-			w.mu.Unlock()
-			return
+// watchPermit has the tracker watch permit p, taken at start with a fixed
+// lease (0: renewed), until p ends. Its fixed lease running out is no
+// loss: the permit's timer ends it then.
+func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *track.Watch {
+	if c.track == nil {
+		return nil
+	}
+	return c.track.Watch(track.Target{Spec: permitCheck, Key: p.s.timeouts, Field: string(p.id)}, func(how track.Loss) {
+		if lease > 0 && time.Since(start) >= lease-renew.LossMargin(lease) {
+			return // its lease's end, which the timer reports
 		}
-		w.again = false
-		w.mu.Unlock()
-	}
-}
-
-// check asks Redis whether the hold's field is still in the lock, and ends
-// the hold as lost when it is not. A failed check changes nothing: the
-// renewal decides.
-func (w *holdWatcher) check() {
-	l := w.l
-	// Under the client's context, which Close cancels.
-	ctx, cancel := context.WithTimeout(l.c.ctx, undoTimeout)
-	defer cancel()
-	held, err := l.c.primary(ctx, l.name).HExists(ctx, l.name, l.countField()).Result()
-	if err != nil || held {
-		return
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return
-	}
-	// Only while this watcher is the hold's: one stopped meanwhile (the
-	// hold was released, or ended otherwise) has nothing left to report.
-	l.h.watcherLost(w, fmt.Errorf("%w: the lock was deleted (force-unlocked) while held", ErrLockLost))
+		p.end(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
+	})
 }

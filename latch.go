@@ -35,7 +35,7 @@ type CountDownLatch struct {
 // Redis. A bad name (see CheckName), or on a *redis.ClusterClient a name
 // with a brace, makes every call return ErrInvalid.
 func (c *Client) NewCountDownLatch(name string) *CountDownLatch {
-	l := &CountDownLatch{c: c, name: name, channel: keys.LatchChannelPrefix + "{" + name + "}", invalid: CheckName(name)}
+	l := &CountDownLatch{c: c, name: name, channel: keys.CountDownLatchChannelPrefix + "{" + name + "}", invalid: CheckName(name)}
 	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && l.invalid == nil && strings.ContainsAny(name, "{}") {
 		l.invalid = fmt.Errorf("%w: latch name %q has a brace: on a cluster Redisson's latch channel would fall in another slot (CROSSSLOT)", ErrInvalid, name)
 	}
@@ -76,7 +76,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, er
 
 // CountDown decrements the count; at zero the latch opens and every Await
 // returns. Counting down an open latch does nothing. A count down whose
-// reply was lost is sent again under its request latch, so it counts once
+// reply was lost is sent again under its unlock latch, so it counts once
 // (Redisson never resends one for that reason). It returns ErrInvalid,
 // ErrClosed, ctx's error or the Redis error.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
@@ -109,7 +109,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 }
 
 func (l *CountDownLatch) count(ctx context.Context) (int64, error) {
-	return generated.LatchCount(ctx, l.c.env.calls, generated.LatchCountKeys{Latch: l.name}, generated.LatchCountArgs{})
+	return generated.LatchCount(ctx, l.c.env.calls, generated.LatchCountKeys{Latch: l.name})
 }
 
 // Await blocks until the latch is open (its count is 0, or it was never
@@ -118,11 +118,13 @@ func (l *CountDownLatch) count(ctx context.Context) (int64, error) {
 // and re-checks on a fallback timer (Options.MaxWaitTimer) in case a
 // message is missed. It returns ErrInvalid, ErrClosed, an error wrapping ctx's error,
 // or a non-transient Redis error.
-func (l *CountDownLatch) Await(ctx context.Context) error {
+func (l *CountDownLatch) Await(ctx context.Context) (err error) {
+	start := time.Now()
+	defer func() { l.c.acquired(ctx, subject{kind: KindLatch, name: l.name}, start, -1, false, err) }()
 	if err := l.usable(ctx); err != nil {
 		return wrapErr(verbAwait, l.name, err)
 	}
-	err := l.c.waitFor(ctx, -1, &waitFuncs{
+	err = l.c.waitFor(ctx, -1, &waitFuncs{
 		ch: l.channel,
 		attempt: func(ctx context.Context) (bool, time.Duration, error) {
 			n, err := l.count(ctx)

@@ -38,17 +38,18 @@ const undoTimeout = 2 * time.Second
 type Lock struct {
 	c       *Client
 	name    string
+	kind    Kind // which lock: reentrant, fair, read, write, fenced, spin
 	p       protocol
 	field   string       // owner field C:H
-	latch   string       // unlock latch prefix: keys.Of(name).LatchPrefix + C + ":"
+	latch   string       // unlock latch prefix: tag(keys.UnlockLatchPrefix, name) + ":" + C + ":"
 	invalid error        // set by a bad name
 	op      opLock       // one acquisition or release of this handle at a time
 	h       hold         // the ownership state
 	token   atomic.Int64 // the fencing token of the latest acquisition (fenced lock); 0 for the others
-	// renewal is the watchdog entry of the handle's holds (the hold's
-	// entry), and renewalEnd its end callback, set by the first renew.
-	renewal    renew.Entry
-	renewalEnd func(gen uint64, how renew.End)
+	// entry is the watchdog entry of the handle's holds (the hold's
+	// lifetime's), and entryEnd its end callback, set by the first renew.
+	entry    renew.Entry
+	entryEnd func(gen uint64, how renew.End)
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike
@@ -282,8 +283,9 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 		return err
 	}
 	latch := l.latchKey()
-	if _, err = l.p.release(ctx, releaseArgs{field: l.field, lease: lease, latch: latch, holds: want}); err == nil {
-		l.c.latches.drop(latch)
+	res, err := l.p.release(ctx, releaseArgs{field: l.field, lease: lease, latch: latch, holds: want})
+	if err == nil {
+		l.c.latches.dropIfWritten(latch, res, want)
 	}
 	return err
 }
@@ -291,7 +293,7 @@ func (l *Lock) undo(ctx context.Context, want int, lease time.Duration) error {
 // The hold's environment (holdEnv): the watchdog, the hold watcher and the
 // observer of this handle.
 
-func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdChannel(), l, gen) }
+func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l, gen) }
 
 // Unlock releases one hold. The lock is free for others when the last hold
 // is released; the watchdog has stopped renewing it when Unlock returns.
@@ -313,10 +315,11 @@ func (l *Lock) watch(gen uint64) *holdWatcher { return l.c.watchHold(l.p.holdCha
 // It returns ErrInvalid for a nil ctx, ErrNotHeld when the handle holds
 // nothing (never locked, already unlocked, or its fixed lease ran out, or
 // the release of its last hold, sent again after a lost reply past the
-// unlock latch, found the lock gone: see Options.UnlockLatch),
+// unlock latch, found the lock gone: see Options.UnlockLatch; or the
+// network held the release of the last hold up until its lease ran out),
 // ErrLockLost for each hold of a hold that was lost (a hold under the
-// watchdog found gone at Unlock was lost too: taken away before a renewal
-// noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
+// watchdog found gone at Unlock, renewed until then, was lost too: taken
+// away before a renewal noticed), ErrClosed after Client.Close, or the Redis error. After a Redis
 // error with a live ctx, and for a hold that is not the last, the outcome
 // is unknown: calling Unlock again is safe, it replays the first call's
 // outcome instead of releasing a second hold; so does the handle's next
@@ -371,12 +374,13 @@ func (l *Lock) unlock(ctx context.Context) error {
 	if err != nil {
 		return l.h.unconfirmed(r, err, ended)
 	}
-	l.c.latches.drop(r.latch) // the reply is in: nothing will resend this request
+	l.c.latches.dropIfWritten(r.latch, res, r.holds) // the reply is in: nothing will resend this request
 	return l.h.released(r, res)
 }
 
-// latchKey returns the latch key of a new release request: the lock's latch
-// prefix, the client id and a number no other request of the client has.
+// latchKey returns the unlock latch of a new release: the lock's unlock
+// latch prefix, the client id and a number no other release of the client
+// has.
 func (l *Lock) latchKey() string {
 	var num [20]byte
 	var b strings.Builder
@@ -388,12 +392,14 @@ func (l *Lock) latchKey() string {
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
 // reports whether there was a lock to delete. Other owners find their hold
-// lost at their next renewal, or within milliseconds when their client has
-// Options.WatchHolds (it publishes on the lock's channel, for the fair lock
-// too); this handle's own hold ends with ErrNotHeld.
+// lost within milliseconds through their client's hold tracker (at their
+// next renewal with Options.NoHoldTracking); this handle's own hold ends
+// with ErrNotHeld.
 // A resend of the call after a lost reply (by go-redis or the script
 // runner) replays its outcome; calling ForceUnlock again is a new request.
-// It returns ErrInvalid, ErrClosed, an error wrapping ctx's error when
+// A key that is not this kind of lock (another type, or a hash of another
+// shape) is left as it is, with ErrWrongType saying what it is.
+// It returns ErrWrongType, ErrInvalid, ErrClosed, an error wrapping ctx's error when
 // another call of this handle holds it up until ctx ends, or the Redis
 // error.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
@@ -410,7 +416,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	latch := l.latchKey()
 	deleted, err := l.p.forceRelease(ctx, latch)
 	if err != nil {
-		return false, wrapErr(verbForceUnlock, l.name, err)
+		return false, wrapErr(verbForceUnlock, l.name, wrongType(err))
 	}
 	l.c.latches.drop(latch)
 	l.h.forceFreed(fmt.Errorf("%w: force unlocked", ErrNotHeld))

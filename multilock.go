@@ -35,6 +35,7 @@ import (
 // A MultiLock is one owner, as each member handle is: goroutines that must
 // exclude each other need a MultiLock each, over handles of their own.
 type MultiLock struct {
+	c       *Client // the client that made it, which reports its events
 	locks   []*Lock
 	invalid error
 	mu      sync.Mutex // one acquisition or release at a time
@@ -45,7 +46,7 @@ type MultiLock struct {
 // clients (c's own or others). Nothing is sent to Redis. No locks, a nil
 // lock or one handle given twice makes every call return ErrInvalid.
 func (c *Client) NewMultiLock(locks ...*Lock) *MultiLock {
-	m := &MultiLock{locks: slices.Clone(locks)}
+	m := &MultiLock{c: c, locks: slices.Clone(locks)}
 	seen := map[*Lock]bool{}
 	for _, l := range locks {
 		switch {
@@ -100,9 +101,11 @@ const multiRound = 1500 * time.Millisecond
 // watchdogs until Unlock. It returns ErrInvalid, ErrClosed, an error
 // wrapping ctx's error, ErrLockLost for a member whose current hold was
 // lost, or a non-transient Redis error.
-func (m *MultiLock) Lock(ctx context.Context) error {
+func (m *MultiLock) Lock(ctx context.Context) (err error) {
+	start := time.Now()
+	defer func() { m.acquired(ctx, start, -1, err) }()
 	for {
-		err := m.TryLock(ctx, time.Duration(len(m.locks))*multiRound)
+		err := m.tryLock(ctx, time.Duration(len(m.locks))*multiRound, 0)
 		if !errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrUnavailable) {
 			return err
 		}
@@ -116,14 +119,24 @@ func (m *MultiLock) Lock(ctx context.Context) error {
 // ErrNotObtained (ErrUnavailable when a member's Redis never answered) when
 // the wait runs out, with every member taken meanwhile released. A wait of
 // 0 makes one round of single attempts. Other errors are Lock's.
-func (m *MultiLock) TryLock(ctx context.Context, wait time.Duration) error {
+func (m *MultiLock) TryLock(ctx context.Context, wait time.Duration) (err error) {
+	start := time.Now()
+	defer func() { m.acquired(ctx, start, wait, err) }()
 	return m.tryLock(ctx, wait, 0)
+}
+
+// acquired reports an acquisition call of the multi-lock (its members
+// report their own).
+func (m *MultiLock) acquired(ctx context.Context, start time.Time, wait time.Duration, err error) {
+	m.c.acquired(ctx, subject{kind: KindMultiLock, name: m.name()}, start, wait, false, err)
 }
 
 // TryLockLease is TryLock with a fixed lease for every member (see
 // Lock.TryLockLease): each member's lease starts when that member is
 // taken, so the first member's ends first.
-func (m *MultiLock) TryLockLease(ctx context.Context, wait, lease time.Duration) error {
+func (m *MultiLock) TryLockLease(ctx context.Context, wait, lease time.Duration) (err error) {
+	start := time.Now()
+	defer func() { m.acquired(ctx, start, wait, err) }()
 	if lease < time.Millisecond {
 		return wrapErr(verbLock, m.name(), fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalid, lease))
 	}

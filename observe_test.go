@@ -47,7 +47,7 @@ func (r *obRecorder) waitEnd(t *testing.T, lock string) lualock.HoldEndEvent {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for i, e := range r.ends {
-			if e.Lock == lock {
+			if e.Name == lock {
 				ev = e
 				r.ends = append(r.ends[:i], r.ends[i+1:]...)
 				return true
@@ -109,7 +109,7 @@ func TestOptions_Observer_events(t *testing.T) {
 	if err := a.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	if ev := rec.lastAcquire(t); ev.Err != nil || ev.Handoff || ev.Fair || ev.Lock != "ob" || !strings.HasPrefix(ev.Owner, c.ID()+":") || ev.Context != ctx {
+	if ev := rec.lastAcquire(t); ev.Err != nil || ev.Handoff || ev.Kind != lualock.KindReentrant || ev.Name != "ob" || !strings.HasPrefix(ev.Owner, c.ID()+":") || ev.Context != ctx {
 		t.Errorf("uncontended Lock: event %+v, want Err nil, no handoff, lock ob, owner %s:H, the call's context", ev, c.ID())
 	}
 	if err := b.TryLock(ctx, 20*time.Millisecond); !errors.Is(err, lualock.ErrNotObtained) {
@@ -118,7 +118,7 @@ func TestOptions_Observer_events(t *testing.T) {
 	if ev := rec.lastAcquire(t); !errors.Is(ev.Err, lualock.ErrNotObtained) || ev.Wait < 20*time.Millisecond || ev.Owner == "" {
 		t.Errorf("TryLock that gave up: event %+v, want ErrNotObtained after at least 20ms", ev)
 	}
-	if got := logs.lines("level=INFO", "lualock: gave up waiting", "lock=ob", "owner="+c.ID()+":"); len(got) != 1 {
+	if got := logs.lines("level=INFO", "lualock: gave up waiting", "name=ob", "owner="+c.ID()+":"); len(got) != 1 {
 		t.Errorf("log of the give-up: %q, want one Info line with lock and owner", logs.lines())
 	}
 
@@ -142,8 +142,8 @@ func TestOptions_Observer_events(t *testing.T) {
 	}
 	rec.mu.Lock()
 	for _, ev := range rec.renews {
-		if ev.Err != nil || ev.Locks != 1 || ev.Took <= 0 {
-			t.Errorf("renewal of one healthy hold: event %+v, want Locks 1, Err nil", ev)
+		if ev.Err != nil || ev.Holds != 1 || ev.Took <= 0 {
+			t.Errorf("renewal of one healthy hold: event %+v, want Holds 1, Err nil", ev)
 		}
 	}
 	rec.mu.Unlock()
@@ -156,7 +156,7 @@ func TestOptions_Observer_events(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.renews) > 0 && rec.renews[len(rec.renews)-1].Err != nil
 	})
-	if got := logs.lines("level=WARN", "lualock: renewal failed", "lock=ob", "owner="+c.ID()+":", "injected"); len(got) == 0 {
+	if got := logs.lines("level=WARN", "lualock: renewal failed", "name=ob", "owner="+c.ID()+":", "injected"); len(got) == 0 {
 		t.Errorf("no Warn line for the failed renewal with lock and owner; log: %q", logs.lines())
 	}
 	mr.SetError("")
@@ -168,7 +168,7 @@ func TestOptions_Observer_events(t *testing.T) {
 	if cause := context.Cause(b.Context()); !errors.Is(cause, lualock.ErrLockLost) {
 		t.Errorf("Context cause of the lost hold = %v, want ErrLockLost", cause)
 	}
-	if got := logs.lines("level=WARN", "lualock: lock lost", "lock=ob", "reason=lost_gone"); len(got) != 1 {
+	if got := logs.lines("level=WARN", "lualock: lost", "name=ob", "reason=lost_gone"); len(got) != 1 {
 		t.Errorf("log of the loss: %q, want one Warn line", logs.lines())
 	}
 	if err := b.Unlock(ctx); !errors.Is(err, lualock.ErrLockLost) {
@@ -180,11 +180,11 @@ func TestOptions_Observer_events(t *testing.T) {
 	if err := f.LockLease(ctx, 30*time.Millisecond); err != nil {
 		t.Fatalf("fair LockLease: %v", err)
 	}
-	if ev := rec.lastAcquire(t); !ev.Fair || ev.Err != nil {
+	if ev := rec.lastAcquire(t); ev.Kind != lualock.KindFair || ev.Err != nil {
 		t.Errorf("fair LockLease: event %+v, want Fair", ev)
 	}
 	// A fixed lease's hold ends a margin (1% + 2ms) before Redis expires it.
-	if ev := rec.waitEnd(t, "obfair"); ev.Reason != lualock.Expired || !ev.Fair || ev.Held < 30*time.Millisecond*99/100-2*time.Millisecond {
+	if ev := rec.waitEnd(t, "obfair"); ev.Reason != lualock.Expired || ev.Kind != lualock.KindFair || ev.Held < 30*time.Millisecond*99/100-2*time.Millisecond {
 		t.Errorf("fixed lease ran out: event %+v, want Expired, Fair, held for the 30ms lease less its margin", ev)
 	}
 
@@ -199,7 +199,7 @@ func TestOptions_Observer_events(t *testing.T) {
 	if ev := rec.waitEnd(t, "obclose"); ev.Reason != lualock.Closed || ev.Reason.Lost() {
 		t.Errorf("hold when the client closed: event %+v, want Closed", ev)
 	}
-	if got := logs.lines("level=INFO", "lock=obclose"); len(got) != 1 {
+	if got := logs.lines("level=INFO", "name=obclose"); len(got) != 1 {
 		t.Errorf("log of the hold Close stopped renewing: %q, want one Info line", logs.lines())
 	}
 	if got := logs.lines("level=ERROR"); len(got) != 0 {
@@ -264,16 +264,26 @@ func TestOptions_Observer_noAllocs(t *testing.T) {
 		}
 		return m
 	}
-	base, with := least(plain), least(observed)
-	t.Logf("lock+unlock on miniredis: %.1f allocations without, %.1f with an Observer and a Logger", base, with)
 	// One allocation of slack: AllocsPerRun counts every goroutine's
 	// allocations, averaged and rounded down, and the client's background
 	// work (the latch sweeper's round trips, one per 20ms of releases)
-	// varies with how long the runs take. An Observer or a Logger that
-	// allocated on this path would add at least one per event, three or
-	// more per lock+unlock.
+	// varies with how long the runs take, by up to about 3 of some 1655
+	// on miniredis. An Observer or a Logger that allocated on this path
+	// would add at least one per event, two or more per lock+unlock, in
+	// every round: a round over the slack is measured again, up to three
+	// rounds, and the test fails when every round is over.
+	// (TestClient_events_noAllocs counts the event path alone: 0.)
+	var base, with float64
+	for round := 1; round <= 3; round++ {
+		n = 0
+		base, with = least(plain), least(observed)
+		t.Logf("round %d: lock+unlock on miniredis: %.1f allocations without, %.1f with an Observer and a Logger", round, base, with)
+		if with <= base+1 {
+			break
+		}
+	}
 	if with > base+1 {
-		t.Errorf("lock+unlock: %.1f allocations with an Observer and a Logger, %.1f without", with, base)
+		t.Errorf("lock+unlock: %.1f allocations with an Observer and a Logger, %.1f without, in each of 3 rounds", with, base)
 	}
 	if n < 2*5*200 {
 		t.Errorf("the Observer saw %d events, want at least %d", n, 2*5*200)

@@ -36,17 +36,18 @@ type Options struct {
 	// instead; see NewFairLock.) Default 10s.
 	MaxWaitTimer time.Duration
 
-	// UnlockLatch is how long Redis keeps the outcome of a release under its
-	// request id, so that a release sent again after a lost reply replays it
-	// instead of releasing twice. The latch is deleted as soon as the
-	// release's reply arrives (in the background, batched, off the caller's
-	// path), so only the latches of releases whose reply was lost live this
-	// long. Past the latch the release still is not applied twice (it names
-	// the hold count it releases from), but the resend of a last hold's
-	// release (the next Unlock or Lock of the handle) then finds the lock
-	// gone and cannot tell whether its first send released it or the lock
-	// was lost before: it reports ErrNotHeld, and the hold's Context ends
-	// with ErrNotHeld. Keep it above the time go-redis may take to resend a
+	// UnlockLatch is how long Redis keeps the outcome of a last hold's
+	// release under its request id, so that the release sent again after a
+	// lost reply replays "released" instead of "held nothing" (any other
+	// release names the hold count it releases from, which replays it
+	// without a latch). The latch is deleted as soon as the release's reply
+	// arrives (in the background, batched, off the caller's path), so only
+	// the latches of releases whose reply was lost live this long. Past the
+	// latch the resend of a last hold's release (the next Unlock or Lock of
+	// the handle, or a retry within one Unlock that lasted past the latch)
+	// finds the lock gone and cannot tell whether its first send
+	// released it or the lock was lost before: it reports ErrNotHeld, and
+	// the hold's Context ends with ErrNotHeld. Keep it above the time go-redis may take to resend a
 	// command (ReadTimeout x (MaxRetries+1), 12s with go-redis's defaults at
 	// worst) and above the time a caller may take to call Unlock again
 	// after an error. Default 10s.
@@ -84,13 +85,6 @@ type Options struct {
 	// in the middle of an upgrade). See PubSubMode.
 	PubSub PubSubMode
 
-	// ShardedPubSub is the former way to ask for PubSubSharded.
-	//
-	// Deprecated: set PubSub to PubSubSharded. True with PubSub left at
-	// PubSubAuto means PubSubSharded; true with PubSubPlain or PubSubBoth
-	// is ErrInvalid.
-	ShardedPubSub bool
-
 	// Scripter, when set, runs the lock scripts (acquire, release, leave,
 	// force release, status) in place of the redis client given to New. It
 	// is meant for a client-side auto-pipeliner such as go-redis's
@@ -114,19 +108,17 @@ type Options struct {
 	// not close it. Default nil: the redis client runs them.
 	Scripter redis.Scripter
 
-	// WatchHolds makes every held lock listen on its lock's channel while
-	// it is held, so that a force release (ForceUnlock, Redisson's
-	// forceUnlock) ends the hold's Context with ErrLockLost within
-	// milliseconds instead of at the next renewal (WatchdogLease/3 later; for
-	// a fixed lease, not before the lease runs out). It costs one channel
-	// subscription per held lock name on the shared pub/sub connection
-	// (SUBSCRIBE when a hold begins, UNSUBSCRIBE SubscriptionLinger after it
-	// ends) and one HEXISTS per message heard while held. Redisson's
-	// forceUnlock of a fair lock publishes only to the head of its queue, so
-	// a fair hold hears this package's ForceUnlock but not Redisson's. See
-	// the README (Losing a lock) for the figures behind the default.
-	// Default false.
-	WatchHolds bool
+	// NoHoldTracking turns off the hold tracker. By default every hold (a
+	// lock's, write or read, and a permit) on a *redis.Client, a failover
+	// client or a *redis.ClusterClient is watched through Redis's
+	// client-side caching on a connection of the client's own per Redis
+	// node: any change that ends the hold in Redis (a delete, an expiry, a
+	// force unlock by anyone, FLUSHALL, an overwrite, a restart that lost
+	// it) ends its Context with ErrLockLost within milliseconds (see
+	// docs/GUIDE.md, Losing a lock). Without it a loss is noticed at the
+	// next renewal (WatchdogLease/3 later; for a fixed lease, when it runs
+	// out). Default false.
+	NoHoldTracking bool
 
 	// ClientID is the client id C of the owner fields C:H. Default: a random
 	// UUID v4. Set it only to recognise a process's holds from outside; two
@@ -134,11 +126,12 @@ type Options struct {
 	ClientID string
 
 	// Logger, when set, receives what happens away from the caller's
-	// calls: renewal failures and lost locks (Warn), pub/sub reconnects and
-	// holds that Close stopped renewing (Info), and acquisitions that gave
-	// up (Info when their wait ran out, Warn when Redis did not answer),
-	// each with the lock's name and owner field. Nothing is logged on the
-	// way of a lock or unlock that succeeds. Some records are written while
+	// calls: renewal failures and losses (Warn), pub/sub reconnects and
+	// holds and permits that Close stopped renewing (Info), and
+	// acquisitions that gave up (Info when their wait ran out, Warn when
+	// Redis did not answer), each with the object's kind, name and owner.
+	// Nothing is logged on the way of an acquisition or a release that
+	// succeeds. Some records are written while
 	// the client holds internal locks: its handler must not call the Client
 	// or its locks, and should not block. Default nil: silent.
 	Logger *slog.Logger
@@ -172,8 +165,10 @@ type Options struct {
 
 type config struct {
 	Options
-	renewEvery time.Duration
-	publish    string // the release scripts' publish argument: publish, spublish or both
+	publish string // the release scripts' publish argument: publish, spublish or both
+	// afterFunc starts the timers of fixed leases (lifetime.expireAt):
+	// time.AfterFunc, or a test's recorder.
+	afterFunc func(time.Duration, func()) *time.Timer
 }
 
 func (o Options) normalize() (config, error) {
@@ -236,15 +231,7 @@ func (o Options) normalize() (config, error) {
 	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
 		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
-	if o.ShardedPubSub {
-		switch o.PubSub {
-		case PubSubAuto, PubSubSharded:
-			o.PubSub = PubSubSharded
-		default:
-			return config{}, fmt.Errorf("%w: Options.ShardedPubSub (deprecated) is true and Options.PubSub is %v; set PubSub alone", ErrInvalid, o.PubSub)
-		}
-	}
-	return config{Options: o, renewEvery: o.WatchdogLease / 3}, nil
+	return config{Options: o, afterFunc: time.AfterFunc}, nil
 }
 
 // PubSubMode is the kind of pub/sub a Client uses for release messages

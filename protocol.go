@@ -38,9 +38,6 @@ type protocol interface {
 	// channel is where a waiter of field is woken ("" : no pub/sub; the
 	// engine then backs off between attempts).
 	channel(field string) string
-	// holdChannel is where a force release of a hold is announced, which a
-	// hold watcher (Options.WatchHolds) listens to.
-	holdChannel() string
 	// timer bounds the fallback timer of a waiter told to wait ttl.
 	timer(ttl time.Duration) (floor, ceil time.Duration)
 	// renewal is how the watchdog renews a hold taken without a lease.
@@ -54,8 +51,8 @@ type attemptArgs struct {
 	holds int           // the hold count the owner has after it
 }
 
-// attemptResult is what one attempt told. A later primitive extends it
-// with what its script returns (a fencing token, the permits obtained).
+// attemptResult is what one attempt of a lock told; the fenced lock's adds
+// the token its script returns.
 type attemptResult struct {
 	acquired bool
 	// wait is how long the script says the caller should wait (the
@@ -70,7 +67,7 @@ type attemptResult struct {
 type releaseArgs struct {
 	field string
 	lease time.Duration // the lease a partial release sets again
-	latch string        // the request's latch key
+	latch string        // the release's unlock latch
 	holds int           // the hold count the owner has before it
 }
 

@@ -8,8 +8,7 @@ import (
 
 // newHub returns the client's wake-up hub (see internal/wake): the waiters
 // of every lock share one subscription per channel over the pub/sub kind
-// of c.cfg.PubSub (resolved), which also serves the hold watchers
-// (Options.WatchHolds). The hub counts as closed as soon as Close closes
+// of c.cfg.PubSub (resolved). The hub counts as closed as soon as Close closes
 // c.closing, so the waiters Close wakes leave without UNSUBSCRIBE.
 func newHub(c *Client) *wake.Hub {
 	return wake.New(newTransport(c.rdb, c.cfg.PubSub), wake.Config{

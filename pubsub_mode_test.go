@@ -2,10 +2,7 @@ package lualock_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
 )
@@ -40,26 +37,5 @@ func TestPubSubMode_text(t *testing.T) {
 	}
 	if s := lualock.PubSubMode(9).String(); s != "PubSubMode(9)" {
 		t.Errorf("PubSubMode(9).String() = %q", s)
-	}
-}
-
-// TestOptions_New_shardedPubSubAlias: the deprecated ShardedPubSub still
-// asks for sharded pub/sub, alone or with PubSubSharded, and contradicting
-// PubSub (plain or both) is ErrInvalid, naming it.
-func TestOptions_New_shardedPubSubAlias(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New sends nothing
-	defer rdb.Close()
-	for _, mode := range []lualock.PubSubMode{lualock.PubSubAuto, lualock.PubSubSharded, lualock.PubSubPlain, lualock.PubSubBoth} {
-		c, err := lualock.New(rdb, lualock.Options{ShardedPubSub: true, PubSub: mode})
-		ok := mode == lualock.PubSubAuto || mode == lualock.PubSubSharded
-		switch {
-		case ok && err != nil:
-			t.Errorf("ShardedPubSub with PubSub %v: %v", mode, err)
-		case !ok && (!errors.Is(err, lualock.ErrInvalid) || !strings.Contains(err.Error(), "ShardedPubSub")):
-			t.Errorf("ShardedPubSub with PubSub %v: %v, want ErrInvalid naming ShardedPubSub", mode, err)
-		}
-		if c != nil {
-			_ = c.Close()
-		}
 	}
 }

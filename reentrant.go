@@ -54,7 +54,6 @@ func lockStatus(ctx context.Context, env *scriptEnv, name, field string) ([]int6
 func (p *reentrant) leave(context.Context, string) error { return nil }
 func (p *reentrant) queues() bool                        { return false }
 func (p *reentrant) channel(string) string               { return p.ch }
-func (p *reentrant) holdChannel() string                 { return p.ch }
 
 // timer: any wait the script tells, from 1ms, capped by
 // Options.MaxWaitTimer so that a lost release message never hangs a waiter.

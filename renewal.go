@@ -42,21 +42,22 @@ func newWatchdog(c *Client) *renew.Watchdog {
 }
 
 // renew puts hold gen, whose lease was set at start or later, under the
-// watchdog with its protocol's renewal (holdEnv), with the handle's entry
-// (one per handle, reused by its holds: no allocation per hold). It returns
-// false when the client has closed. It runs under the op lock and h.mu.
-func (l *Lock) renew(gen uint64, start time.Time) (renewal, bool) {
-	if l.renewalEnd == nil {
-		l.renewalEnd = l.renewalEnded // once per handle
+// watchdog with its protocol's renewal spec (holdEnv), with the handle's
+// watchdog entry (one per handle, reused by its holds: no allocation per
+// hold). It returns false when the client has closed. It runs under the op
+// lock and h.mu.
+func (l *Lock) renew(gen uint64, start time.Time) (watchdogEntry, bool) {
+	if l.entryEnd == nil {
+		l.entryEnd = l.entryEnded // once per handle
 	}
-	if !l.c.wd.Add(&l.renewal, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.renewalEnd) {
+	if !l.c.wd.Add(&l.entry, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.entryEnd) {
 		return nil, false
 	}
-	return &l.renewal, true
+	return &l.entry, true
 }
 
-// renewalEnded ends hold gen as its watchdog entry ended.
-func (l *Lock) renewalEnded(gen uint64, end renew.End) {
+// entryEnded ends hold gen as its watchdog entry ended.
+func (l *Lock) entryEnded(gen uint64, end renew.End) {
 	switch end {
 	case renew.Gone:
 		l.h.lose(gen, fmt.Errorf("%w: %w", ErrLockLost, errLostGone))

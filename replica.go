@@ -236,7 +236,12 @@ func (r *replicaAck) conn(ctx context.Context, keys []string) *redis.Conn {
 	// for the key. A failed read counts one replica: WAIT then says.
 	p.node, p.conn = nr, node.Conn()
 	n, replid, err := readReplicas(ctx, p.conn)
-	if err != nil {
+	switch {
+	case err != nil && isRedisError(err):
+		// Redis refused INFO replication (an emulator such as
+		// miniredis): it reports no replication, so no replicas.
+		n, replid = 0, ""
+	case err != nil:
 		p.n = 1
 		return p.conn
 	}
@@ -396,7 +401,10 @@ func readReplicas(ctx context.Context, c redis.Cmdable) (n int64, replid string,
 			}
 		}
 	}
-	if role != "master" || n < 0 {
+	switch {
+	case role == "" && n < 0:
+		return 0, "", nil // no replication section (an emulator such as miniredis): no replicas
+	case role != "master" || n < 0:
 		return 0, "", fmt.Errorf("INFO replication: role %q, connected_slaves %d: not a primary", role, n)
 	}
 	return n, replid, nil

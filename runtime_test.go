@@ -153,10 +153,12 @@ func TestLock_Lock_watchdogBatches(t *testing.T) {
 	f := &rtFaults{}
 	rdb.AddHook(f)
 	const locks, batch = 250, 100
-	// A 900 ms lease is renewed every 300 ms. (With 600 ms, miniredis's
-	// in-process Lua under -race on a loaded machine could miss a whole
-	// lease while the 250 locks were being taken, and report one lost.)
-	c := lkClient(t, rdb, lualock.Options{WatchdogLease: 900 * time.Millisecond, RenewBatch: batch})
+	// A 1.5s lease is renewed every 500ms, and each renewal call may take
+	// that long. What the test counts (calls per round) does not depend on
+	// the lease; a short one only makes a loss likely: miniredis runs the
+	// Lua in this process, under -race, and on a loaded machine a round of
+	// 250 renewals could miss a 600ms lease, and a 900ms one now and then.
+	c := lkClient(t, rdb, lualock.Options{WatchdogLease: 1500 * time.Millisecond, RenewBatch: batch})
 	var held []*lualock.Lock
 	for i := range locks {
 		l := c.NewLock(fmt.Sprint("batched-", i))
@@ -187,7 +189,7 @@ func TestLock_Lock_watchdogBatches(t *testing.T) {
 		}
 		return out
 	}
-	waitUntil(t, func() bool { return len(rounds()) >= 3 }) // every 300ms
+	waitUntil(t, func() bool { return len(rounds()) >= 3 }) // every 500ms
 	got := rounds()
 	for i, n := range got[1:] {
 		if want := (locks + batch - 1) / batch; n != want {

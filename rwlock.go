@@ -50,8 +50,8 @@ type ReadWriteLock struct {
 // owner. An invalid name is reported by its locks' methods as ErrInvalid.
 func (c *Client) NewReadWriteLock(name string) *ReadWriteLock {
 	env := rwEnv{env: c.env, name: name, prefix: keys.RWTimeoutPrefix(name), ch: keys.Tag(keys.RWLockPrefix, name), maxTimer: c.cfg.MaxWaitTimer}
-	r := c.newLock(name, &rwRead{env})
-	w := c.newLock(name, &rwWrite{env})
+	r := c.newLock(name, KindRead, &rwRead{env})
+	w := c.newLock(name, KindWrite, &rwWrite{env})
 	w.field = r.field // one owner: the writer may read
 	return &ReadWriteLock{name: name, read: r, write: w}
 }
@@ -115,7 +115,6 @@ func b2i(b bool) int64 {
 func (p rwEnv) leave(context.Context, string) error { return nil }
 func (p rwEnv) queues() bool                        { return false }
 func (p rwEnv) channel(string) string               { return p.ch }
-func (p rwEnv) holdChannel() string                 { return p.ch }
 
 // timer: as the reentrant lock's (any wait from 1ms, capped by
 // Options.MaxWaitTimer).

@@ -129,7 +129,7 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 	}
 	var v int64
 	err := s.c.call(ctx, func(ctx context.Context) (err error) {
-		v, err = generated.SemaphoreAvailable(ctx, s.c.env.calls, generated.SemaphoreAvailableKeys{Sem: s.name}, generated.SemaphoreAvailableArgs{})
+		v, err = generated.SemaphoreAvailable(ctx, s.c.env.calls, generated.SemaphoreAvailableKeys{Sem: s.name})
 		return err
 	})
 	return int(v), wrapErr(verbAvailable, s.name, err)
@@ -137,7 +137,10 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 
 // DrainPermits takes every available permit and returns how many it took
 // (a negative count is returned as it is and reset to 0, as Redisson
-// does). It returns ErrInvalid, ErrClosed, ctx's error or the Redis error.
+// does). A key that is not a semaphore's count (another type, or a string
+// that is not a whole number) is left as it is, with ErrWrongType. It
+// returns ErrWrongType, ErrInvalid, ErrClosed, ctx's error or the Redis
+// error.
 func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, wrapErr(verbDrain, s.name, err)
@@ -151,7 +154,7 @@ func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 		return err
 	})
 	s.c.dropLatch(err, req)
-	return int(v), wrapErr(verbDrain, s.name, err)
+	return int(v), wrapErr(verbDrain, s.name, wrongType(err))
 }
 
 // Acquire blocks until it has taken n permits or ctx ends. A semaphore
@@ -173,7 +176,14 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, wait time.Duration) e
 	return s.acquire(ctx, n, wait)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) error {
+func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) (err error) {
+	start := time.Now()
+	defer func() { s.c.acquired(ctx, subject{kind: KindSemaphore, name: s.name}, start, wait, false, err) }()
+	return s.take(ctx, n, wait)
+}
+
+// take is acquire without the event.
+func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 	if err := s.usable(ctx); err != nil {
 		return wrapErr(verbAcquire, s.name, err)
 	}
@@ -243,7 +253,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) erro
 // Release gives n permits back and wakes waiters. Anyone may release, and
 // permits that were never taken are added: the semaphore has no upper
 // bound (as Redisson's). A release whose reply was lost is sent again
-// under its request latch, so it counts once. It returns ErrInvalid for
+// under its unlock latch, so it counts once. It returns ErrInvalid for
 // n < 1 or a bad name, ErrClosed, ctx's error or the Redis error.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.usable(ctx); err != nil {

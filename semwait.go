@@ -33,16 +33,16 @@ const (
 	claimPolls = 3
 )
 
-// newRequest returns a new request latch key of name: the request id is
+// newRequest returns a new unlock latch of a call on name: the request id is
 // 32 hex characters, as Redisson's.
 func newRequest(name string) (key, id string) {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	id = hex.EncodeToString(b[:])
-	return keys.Tag(keys.RequestPrefix, name) + ":" + id, id
+	return keys.Tag(keys.RequestLatchPrefix, name) + ":" + id, id
 }
 
-// dropLatch has the sweeper delete the request latch req once its call
+// dropLatch has the sweeper delete the unlock latch req once its call
 // got Redis's reply (err is nil or Redis's error): nothing resends it any
 // more. Left alone it would live Options.UnlockLatch.
 func (c *Client) dropLatch(err error, req string) {
@@ -59,7 +59,7 @@ func checkCount(what string, n, min int64) error {
 	return nil
 }
 
-// call runs f, resending it after a transient error (f's request latch
+// call runs f, resending it after a transient error (f's unlock latch
 // replays a first send that took effect) with the client's backoff until
 // ctx ends. When ctx ends with f's outcome unknown, f is sent once more
 // under a short context of its own, so that a resend after a lost reply

@@ -28,7 +28,7 @@ const (
 // exclude each other, but a spin release wakes no reentrant waiter: it
 // sleeps until its fallback timer.
 func (c *Client) NewSpinLock(name string) *Lock {
-	return c.newLock(name, &spin{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer)})
+	return c.newLock(name, KindSpin, &spin{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer)})
 }
 
 // spin is the protocol of Redisson's RSpinLock: the reentrant lock's
@@ -49,6 +49,5 @@ func (p *spin) forceRelease(ctx context.Context, latch string) (bool, error) {
 }
 
 func (p *spin) channel(string) string { return "" }
-func (p *spin) holdChannel() string   { return "" }
 
 func (p *spin) spinBackoff() (first, max time.Duration) { return spinFirst, spinMax }

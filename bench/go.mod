@@ -14,8 +14,13 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/lualock/lualock/luart v0.0.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 )
 
-replace github.com/lualock/lualock => ../
+replace (
+	github.com/lualock/lualock => ..
+	github.com/lualock/lualock/cmd/luagen => ../cmd/luagen
+	github.com/lualock/lualock/luart => ../luart
+)

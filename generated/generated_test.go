@@ -6,7 +6,7 @@ package generated_test
 // yet to open (see luagen's documentation, docs/LUAGEN.md). luagen reads
 // its folders from the module root's luagen.json.
 //
-//go:generate go run ../cmd/luagen generate
+//go:generate go tool luagen generate
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/luart"
 )
@@ -80,6 +80,19 @@ func TestGeneratedStale(t *testing.T) {
 		if !bytes.Equal(got, want[name]) {
 			t.Errorf("stale: run go generate ./...: %s differs from its regeneration (%s)", name, firstDiff(got, want[name]))
 		}
+	}
+}
+
+// TestLintRepoScripts checks that lualock's scripts lint clean, warnings
+// included.
+func TestLintRepoScripts(t *testing.T) {
+	ds := gen.Lint(os.DirFS(".."), gen.Config{Src: "lua"})
+	for _, d := range ds {
+		t.Errorf("%v", d)
+	}
+	scripts, _ := gen.Parse(os.DirFS(".."), gen.Config{Src: "lua"})
+	if len(scripts) == 0 {
+		t.Fatal("no scripts in ../lua")
 	}
 }
 

@@ -30,10 +30,6 @@ type LatchCountKeys struct {
 	Latch string
 }
 
-// LatchCountArgs are the ARGV of lua/latch_count.lua, in order.
-type LatchCountArgs struct {
-}
-
 // LatchCountScript describes lua/latch_count.lua; LatchCount runs it.
 var LatchCountScript = &luart.Script{
 	Name:       "latch_count",
@@ -58,8 +54,8 @@ var LatchCountScript = &luart.Script{
 // LatchCountResult.
 //
 // Reply (int): the count; 0 when the latch is open (N missing)
-func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys, a LatchCountArgs) (int64, error) {
-	keys, args := k.params(a)
+func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys) (int64, error) {
+	keys, args := k.params()
 	v, err := LatchCountScript.Run(ctx, c, keys, args...)
 	return luart.Convert(LatchCountScript, v, err, luart.AsInt)
 }
@@ -69,8 +65,8 @@ func LatchCount(ctx context.Context, c redis.Scripter, k LatchCountKeys, a Latch
 // LatchCountResult. go-redis's Pipelined returns redis.Nil as its error when
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
-func LatchCountCmd(ctx context.Context, c redis.Scripter, k LatchCountKeys, a LatchCountArgs) *redis.Cmd {
-	keys, args := k.params(a)
+func LatchCountCmd(ctx context.Context, c redis.Scripter, k LatchCountKeys) *redis.Cmd {
+	keys, args := k.params()
 	return LatchCountScript.Cmd(ctx, c, keys, args...)
 }
 
@@ -83,11 +79,7 @@ func (k LatchCountKeys) keys() []string {
 	return []string{k.Latch}
 }
 
-func (a LatchCountArgs) args() []any {
-	return nil
-}
-
 // params returns the keys and args of one call.
-func (k LatchCountKeys) params(a LatchCountArgs) ([]string, []any) {
-	return k.keys(), a.args()
+func (k LatchCountKeys) params() ([]string, []any) {
+	return k.keys(), nil
 }

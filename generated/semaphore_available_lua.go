@@ -30,10 +30,6 @@ type SemaphoreAvailableKeys struct {
 	Sem string
 }
 
-// SemaphoreAvailableArgs are the ARGV of lua/semaphore_available.lua, in order.
-type SemaphoreAvailableArgs struct {
-}
-
 // SemaphoreAvailableScript describes lua/semaphore_available.lua; SemaphoreAvailable runs it.
 var SemaphoreAvailableScript = &luart.Script{
 	Name:       "semaphore_available",
@@ -58,8 +54,8 @@ var SemaphoreAvailableScript = &luart.Script{
 // SemaphoreAvailableResult.
 //
 // Reply (int): the available permits; 0 when N is missing; may be negative
-func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys, a SemaphoreAvailableArgs) (int64, error) {
-	keys, args := k.params(a)
+func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys) (int64, error) {
+	keys, args := k.params()
 	v, err := SemaphoreAvailableScript.Run(ctx, c, keys, args...)
 	return luart.Convert(SemaphoreAvailableScript, v, err, luart.AsInt)
 }
@@ -69,8 +65,8 @@ func SemaphoreAvailable(ctx context.Context, c redis.Scripter, k SemaphoreAvaila
 // SemaphoreAvailableResult. go-redis's Pipelined returns redis.Nil as its error when
 // any reply of the pipeline is nil: read each command's result rather than
 // that error.
-func SemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys, a SemaphoreAvailableArgs) *redis.Cmd {
-	keys, args := k.params(a)
+func SemaphoreAvailableCmd(ctx context.Context, c redis.Scripter, k SemaphoreAvailableKeys) *redis.Cmd {
+	keys, args := k.params()
 	return SemaphoreAvailableScript.Cmd(ctx, c, keys, args...)
 }
 
@@ -83,11 +79,7 @@ func (k SemaphoreAvailableKeys) keys() []string {
 	return []string{k.Sem}
 }
 
-func (a SemaphoreAvailableArgs) args() []any {
-	return nil
-}
-
 // params returns the keys and args of one call.
-func (k SemaphoreAvailableKeys) params(a SemaphoreAvailableArgs) ([]string, []any) {
-	return k.keys(), a.args()
+func (k SemaphoreAvailableKeys) params() ([]string, []any) {
+	return k.keys(), nil
 }

@@ -11,8 +11,11 @@
 -- Ids are Redisson 4.x's 16 raw bytes (3.16 stored 32 hex characters, so
 -- the two cannot release each other's permits). The ids make a resent call
 -- idempotent without a latch: when every id is already in the zset, the
--- earlier call took the permits and this one reports success and changes
--- nothing; ids partly present are an error.
+-- earlier call took the permits and this one takes nothing, sets their
+-- deadlines again from its own TIME (now + lease_ms, as a first call
+-- would) and reports success. The caller counts the lease from the send
+-- that reported success, so Redis's deadline must not be the earlier
+-- send's. Ids partly present are an error.
 --
 -- A waiter passes its id and claim_ms to keep waiters for fewer permits
 -- from starving it, as semaphore_acquire.lua does with the same claim key
@@ -69,6 +72,23 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- @include "include/expirable_reclaim.lua"
 reclaim()
 
+-- Puts every id in the zset with the deadline now + lease (never without
+-- a lease), and gives the zset N's TTL.
+local function hold()
+  local deadline = never
+  if lease > 0 then
+    deadline = now + lease
+  end
+  local score = string.format('%d', deadline)
+  for i = 5, #ARGV do
+    redis.call('zadd', timeouts, score, ARGV[i])
+  end
+  local ttl = redis.call('pttl', sem)
+  if ttl > 0 then
+    redis.call('pexpire', timeouts, ttl)
+  end
+end
+
 local present = 0
 for i = 5, #ARGV do
   if redis.call('zscore', timeouts, ARGV[i]) then
@@ -76,6 +96,8 @@ for i = 5, #ARGV do
   end
 end
 if present == n then
+  -- A resend: the permits are this caller's; their leases start again now.
+  hold()
   return 0
 end
 if present > 0 then
@@ -89,18 +111,7 @@ if available and available - reserved >= n then
   if mine then
     redis.call('del', claim)
   end
-  local deadline = never
-  if lease > 0 then
-    deadline = now + lease
-  end
-  local score = string.format('%d', deadline)
-  for i = 5, #ARGV do
-    redis.call('zadd', timeouts, score, ARGV[i])
-  end
-  local ttl = redis.call('pttl', sem)
-  if ttl > 0 then
-    redis.call('pexpire', timeouts, ttl)
-  end
+  hold()
   return 0
 end
 

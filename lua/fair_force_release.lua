@@ -1,14 +1,16 @@
 -- Deletes the fair lock whoever holds it, and wakes the head of the queue.
--- It also publishes on the lock's channel, which no fair waiter listens to
--- but a holder with Options.WatchHolds does: so the holder learns at once
--- that its lock is gone (Redisson's own fair force unlock only notifies the
--- head of the queue).
+-- It also publishes on the lock's channel, as lock_force_release does
+-- (Redisson's own fair force unlock only notifies the head of the queue);
+-- a holder learns that its lock is gone from the deletion itself (the
+-- hold tracker), whoever deletes it.
 --
 -- Stale waiters are purged first, by Redis's clock, so the woken head is a
 -- live one; its deadline is cut to one wait budget from now (see
 -- fair_acquire); O(1) in the queue's length, plus the amortised purge.
 -- As lock_force_release, the outcome is latched under the
 -- request id, so a repeated call does not delete the next owner's lock.
+-- As lock_force_release, a key that is not a lock's hash is left as it is
+-- (a WRONGTYPE error), and so are the queue and its deadlines.
 --
 -- @key    lock      the lock hash N
 -- @key    queue     the waiters' queue (list of owner fields)
@@ -18,7 +20,7 @@
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    wait_ms   int     wait budget of one waiter, in milliseconds
 -- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
--- @return bool  true when a lock was deleted
+-- @return bool  true when a lock was deleted; a WRONGTYPE error when N holds something else
 -- @flag   idempotent
 
 local lock = KEYS[1]
@@ -44,6 +46,12 @@ end
 local replay = redis.call('get', latch)
 if replay then
   return replay == '1'
+end
+
+-- @include "include/lock_shape.lua"
+local what = lock_shape(lock)
+if what then
+  return wrong_type(lock, what, 'a lock')
 end
 
 local t = redis.call('time')

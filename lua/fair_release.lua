@@ -1,9 +1,9 @@
 -- Releases one hold of the fair lock and hands it to the head of the queue.
 --
--- Stale waiters are purged first, by Redis's clock. As lock_release, the
--- outcome is kept under a latch key named after the request id, so a
--- repeated release replays it, and past the latch the hold count the caller
--- names does the same. On the last hold the lock is deleted and "0"
+-- As lock_release, a resend after a lost reply is not applied twice: by
+-- the hold count the caller names, and for the last hold by the request's
+-- latch (see include/latch.lua). Stale waiters are purged first, by Redis's
+-- clock. On the last hold the lock is deleted and "0"
 -- is published on the queue head's own channel (channel:field) only, so
 -- exactly one waiter wakes up. When the lock is already gone the head is
 -- woken too, since nothing else would wake it. Either way the head's deadline
@@ -53,9 +53,22 @@ if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
 end
 
-local replay = redis.call('get', latch)
+-- @include "include/latch.lua"
+
+local replay = before == 0 and replayed()
 if replay then
-  return tonumber(replay)
+  return replay
+end
+local holds = before > 0 and tonumber(redis.call('hget', lock, field))
+if before > 0 and not holds then
+  replay = replayed()
+  if replay then
+    return replay
+  end
+end
+if holds and holds == before - 1 then
+  -- Released already by this request: a hold remains.
+  return 0
 end
 
 local t = redis.call('time')
@@ -75,23 +88,21 @@ if redis.call('exists', lock) == 0 then
   wake_head()
   return nil
 end
-local holds = tonumber(redis.call('hget', lock, field))
+if before == 0 then
+  holds = tonumber(redis.call('hget', lock, field))
+end
 if not holds then
   return nil
-end
-if holds == before - 1 then
-  -- Released already by this request, whose latch has expired.
-  return 0
 end
 
 if holds > 1 then
   redis.call('hincrby', lock, field, -1)
   redis.call('pexpire', lock, lease)
-  redis.call('set', latch, 0, 'px', latch_ms)
+  keep(0)
   return 0
 end
 
 redis.call('del', lock)
 wake_head()
-redis.call('set', latch, 1, 'px', latch_ms)
+keep(1)
 return 1

@@ -4,12 +4,16 @@
 -- lock_release: a force release sent again after a lost reply replays it
 -- instead of deleting the lock of the next owner.
 --
+-- A key that is not a lock's hash (one owner field with a hold count, as
+-- lualock and Redisson's RLock keep it) is left as it is: the script
+-- answers a WRONGTYPE error that says what it is (include/lock_shape.lua).
+--
 -- @key    lock      the lock hash N
 -- @key    channel   release channel of N
 -- @key    latch     unlock latch of N for this request id
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    publish   string  how to publish: publish, spublish, both (publish, then spublish) or none (the spin lock)
--- @return bool  true when a lock was deleted
+-- @return bool  true when a lock was deleted; a WRONGTYPE error when N holds something else
 -- @flag   idempotent
 
 local lock = KEYS[1]
@@ -29,6 +33,12 @@ end
 local replay = redis.call('get', latch)
 if replay then
   return replay == '1'
+end
+
+-- @include "include/lock_shape.lua"
+local what = lock_shape(lock)
+if what then
+  return wrong_type(lock, what, 'a lock')
 end
 
 local deleted = redis.call('del', lock) == 1

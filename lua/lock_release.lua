@@ -1,10 +1,14 @@
 -- Releases one hold of the reentrant lock.
 --
--- The outcome is kept for a short time under a latch key named after the
--- request id, so a release that is sent again after a lost reply replays the
--- first outcome instead of releasing a second hold. Past the latch, the hold
--- count the caller names does the same: a count one lower than it says the
--- release was done already. On the last hold the lock is deleted and "0" is
+-- A release that is sent again after a lost reply must not release a
+-- second hold. The hold count the caller names is what makes that so: a
+-- count one lower than it says the release was done already, and the
+-- release replays "holds remain". Only the release of the last hold needs
+-- more, since it leaves no count behind: it keeps its outcome for a short
+-- time under a latch key named after the request id, read only when the
+-- owner's field is gone, so that its resend replays "released" instead of
+-- "held nothing". A caller that names no count (0) gets a latch for every
+-- release, read first. On the last hold the lock is deleted and "0" is
 -- published on the release channel, as Redisson does.
 --
 -- @key    lock       the lock hash N
@@ -41,28 +45,31 @@ if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
 end
 
-local replay = redis.call('get', latch)
-if replay then
-  return tonumber(replay)
-end
+-- @include "include/latch.lua"
 
+-- Without a count the latch comes first; with one only when the field is
+-- gone (the common case reads the field and no latch).
+local replay = before == 0 and replayed()
+if replay then
+  return replay
+end
 local holds = tonumber(redis.call('hget', lock, field))
 if not holds then
-  return nil
+  return before > 0 and replayed() or nil
 end
 if holds == before - 1 then
-  -- Released already by this request, whose latch has expired.
+  -- Released already by this request: a hold remains.
   return 0
 end
 
 if holds > 1 then
   redis.call('hincrby', lock, field, -1)
   redis.call('pexpire', lock, lease)
-  redis.call('set', latch, 0, 'px', latch_ms)
+  keep(0)
   return 0
 end
 
 redis.call('del', lock)
 notify(channel)
-redis.call('set', latch, 1, 'px', latch_ms)
+keep(1)
 return 1

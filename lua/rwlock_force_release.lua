@@ -7,13 +7,18 @@
 -- lock_force_release: a force release sent again after a lost reply
 -- replays it instead of deleting the lock of the next owner.
 --
+-- A key that is not a read-write lock's hash (mode read or write, every
+-- other field a hold count, as lualock and Redisson keep it) is left as it
+-- is: the script answers a WRONGTYPE error that says what it is
+-- (include/rwlock_shape.lua).
+--
 -- @key    lock      the lock hash N
 -- @key    channel   the read-write lock's channel
 -- @key    latch     unlock latch of N for this request id
 -- @arg    mode      string  read or write: the mode the lock must be in to be deleted
 -- @arg    latch_ms  int     how long the latch replays the outcome, in milliseconds
 -- @arg    publish   string  how to publish: publish, spublish or both (publish, then spublish)
--- @return bool  true when a lock was deleted
+-- @return bool  true when a lock was deleted; a WRONGTYPE error when N holds something else
 -- @flag   idempotent
 
 local lock = KEYS[1]
@@ -38,6 +43,12 @@ end
 local replay = redis.call('get', latch)
 if replay then
   return replay == '1'
+end
+
+-- @include "include/rwlock_shape.lua"
+local what = rwlock_shape(lock)
+if what then
+  return wrong_type(lock, what, 'a read-write lock')
 end
 
 local deleted = false

@@ -1,9 +1,8 @@
 -- Releases one read hold of the read-write lock, the newest first.
 --
--- The outcome is kept under a latch key named after the request id, and
--- past the latch the hold count the caller names does the same, as in
--- lock_release: a release sent again after a lost reply does not release
--- a second hold. The owner's count drops by one (its field goes at 0) and
+-- A release sent again after a lost reply does not release a second hold:
+-- by the hold count the caller names, and for the owner's last read hold by
+-- the request's latch (see include/latch.lua), as in lock_release. The owner's count drops by one (its field goes at 0) and
 -- the timeout key of the hold released goes.
 --
 -- The lock then lives as long as its longest live read hold: the largest
@@ -50,19 +49,23 @@ if not before or before < 0 or before % 1 ~= 0 then
 end
 -- @include "include/rwlock_timeouts.lua"
 
-local replay = redis.call('get', latch)
-if replay then
-  return tonumber(replay)
-end
+-- @include "include/latch.lua"
 
-local mode = redis.call('hget', lock, 'mode')
+local replay = before == 0 and replayed()
+if replay then
+  return replay
+end
 local count = tonumber(redis.call('hget', lock, field))
-if not count or (mode ~= 'read' and mode ~= 'write') then
+if not count then
+  return before > 0 and replayed() or nil
+end
+local mode = redis.call('hget', lock, 'mode')
+if mode ~= 'read' and mode ~= 'write' then
   -- (A hash without a mode is another kind of lock: not ours to change.)
   return nil
 end
 if count == before - 1 then
-  -- Released already by this request, whose latch has expired.
+  -- Released already by this request: a read hold remains.
   return 0
 end
 
@@ -94,12 +97,12 @@ if mode == 'write' then
   if pttl >= 0 and longest > pttl then
     redis.call('pexpire', lock, longest)
   end
-  redis.call('set', latch, outcome, 'px', latch_ms)
+  keep(outcome)
   return outcome
 end
 if longest > 0 then
   redis.call('pexpire', lock, longest)
-  redis.call('set', latch, outcome, 'px', latch_ms)
+  keep(outcome)
   return outcome
 end
 
@@ -107,5 +110,5 @@ end
 -- had expired.
 redis.call('del', lock)
 notify(channel)
-redis.call('set', latch, 1, 'px', latch_ms)
+keep(1)
 return 1

@@ -1,8 +1,8 @@
 -- Releases one write hold of the read-write lock.
 --
--- The outcome is kept under a latch key named after the request id, and
--- past the latch the hold count the caller names does the same, as in
--- lock_release. While write holds remain, N's lease is extended to at least
+-- A resend after a lost reply is not applied twice: by the hold count the
+-- caller names, and for the last write hold by the request's latch (see
+-- include/latch.lua), as in lock_release. While write holds remain, N's lease is extended to at least
 -- lease_ms. On the last write hold the write field goes: with nothing else
 -- in N the lock is deleted; when the owner still has read holds (it took
 -- them while writing: a downgrade) N stays with mode "read". Either way "1"
@@ -47,18 +47,22 @@ if not before or before < 0 or before % 1 ~= 0 then
   return redis.error_reply('ERR lualock: holds must be a whole number, 0 when unknown')
 end
 
-local replay = redis.call('get', latch)
-if replay then
-  return tonumber(replay)
-end
+-- @include "include/latch.lua"
 
+local replay = before == 0 and replayed()
+if replay then
+  return replay
+end
 local writer = field .. ':write'
 local holds = tonumber(redis.call('hget', lock, writer))
-if not holds or redis.call('hget', lock, 'mode') ~= 'write' then
+if not holds then
+  return before > 0 and replayed() or nil
+end
+if redis.call('hget', lock, 'mode') ~= 'write' then
   return nil
 end
 if holds == before - 1 then
-  -- Released already by this request, whose latch has expired.
+  -- Released already by this request: a write hold remains.
   return 0
 end
 
@@ -68,7 +72,7 @@ if holds > 1 then
   if pttl >= 0 and pttl < lease then
     redis.call('pexpire', lock, lease)
   end
-  redis.call('set', latch, 0, 'px', latch_ms)
+  keep(0)
   return 0
 end
 
@@ -79,5 +83,5 @@ else
   redis.call('hset', lock, 'mode', 'read')
 end
 notify_value(channel, 1)
-redis.call('set', latch, 1, 'px', latch_ms)
+keep(1)
 return 1

@@ -7,10 +7,10 @@ import (
 )
 
 // ErrKeyPrefix is the cause of the error a generated script function
-// returns, with nothing sent, when an arg that carries a key prefix
-// (luagen.json keyPrefixArgs) holds no hash tag, or a key of the call holds
-// another: the keys the script derives from the prefix would be in another
-// slot.
+// returns, with nothing sent, when an arg that carries a key prefix holds
+// no hash tag, or a key of the call holds another (luagen.json
+// keyPrefixArgs with checkKeyPrefixes): the keys the script derives from
+// the prefix would be in another slot.
 var ErrKeyPrefix = errors.New("key prefix without the hash tag of the call's keys")
 
 // CheckKeyPrefix checks the key-prefix arg named arg, whose value is

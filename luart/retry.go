@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
+	"math/rand"
 	"net"
 	"syscall"
 	"time"
@@ -89,7 +89,7 @@ func Transient(err error) bool {
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
+		poolFull(err) {
 		return true
 	}
 	if dns := (*net.DNSError)(nil); errors.As(err, &dns) {
@@ -101,6 +101,21 @@ func Transient(err error) bool {
 	}
 	for _, p := range transientPrefixes {
 		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// poolFull reports whether err is, or wraps, go-redis's "connection pool
+// timeout" or "connection pool exhausted" error. They are matched by their
+// text: go-redis exports them as redis.ErrPoolTimeout and
+// redis.ErrPoolExhausted only from v9.10.0 (the same values as its internal
+// ones, with that text), and luart supports go-redis from v9.0.0.
+func poolFull(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		switch err.Error() {
+		case "redis: connection pool timeout", "redis: connection pool exhausted":
 			return true
 		}
 	}
@@ -134,16 +149,28 @@ func NewBackoff(min, max time.Duration) Backoff {
 // Next returns the next pause.
 func (b *Backoff) Next() time.Duration {
 	d := b.next
-	b.next = min(2*b.next, b.max)
-	return d/2 + rand.N(d/2+1)
+	b.next = 2 * b.next
+	if b.next > b.max {
+		b.next = b.max
+	}
+	// math/rand's functions are safe for concurrent use (math/rand/v2
+	// would raise the module's Go floor to 1.22).
+	return d/2 + time.Duration(rand.Int63n(int64(d/2)+1))
 }
 
 // run runs call under the policy r (Attempts calls at most while the
 // error is transient), pausing by a Backoff between calls, and never waits
 // past ctx's deadline.
 func (r Retry) run(ctx context.Context, call func() (any, error)) (any, error) {
-	attempts := max(r.Attempts, 1)
-	bo := NewBackoff(max(r.Backoff, time.Millisecond), r.MaxBackoff)
+	attempts := r.Attempts
+	if attempts < 1 {
+		attempts = 1
+	}
+	backoff := r.Backoff
+	if backoff < time.Millisecond {
+		backoff = time.Millisecond
+	}
+	bo := NewBackoff(backoff, r.MaxBackoff)
 	for try := 1; ; try++ {
 		v, err := call()
 		if err == nil || try >= attempts || !Transient(err) || ctx.Err() != nil {

@@ -39,8 +39,12 @@ func TestTransient(t *testing.T) {
 		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
 		{syscall.EPIPE, true},
-		{redis.ErrPoolTimeout, true},
-		{redis.ErrPoolExhausted, true},
+		// redis.ErrPoolTimeout and redis.ErrPoolExhausted (go-redis
+		// v9.10.0 and later; lualock's TestTransientPoolErrors checks
+		// those values), and go-redis's internal errors of that text.
+		{errors.New("redis: connection pool timeout"), true},
+		{fmt.Errorf("get conn: %w", errors.New("redis: connection pool exhausted")), true},
+		{errors.New("redis: connection pool timeout!"), false},
 		{&net.DNSError{Err: "no such host", Name: "redsi", IsNotFound: true}, false},
 		{&net.DNSError{Err: "server misbehaving", Name: "redis", IsTemporary: true}, true},
 		{redisErr("LOADING Redis is loading the dataset in memory"), true},
@@ -77,13 +81,13 @@ func TestBackoff(t *testing.T) {
 	}
 	// A min of 0 or less is 1 ms; a max below min is min.
 	b := luart.NewBackoff(0, 0)
-	for range 3 {
+	for i := 0; i < 3; i++ {
 		if got := b.Next(); got < time.Millisecond/2 || got > time.Millisecond {
 			t.Fatalf("NewBackoff(0, 0) pause %v, want within [0.5ms, 1ms]", got)
 		}
 	}
 	b = luart.NewBackoff(10*time.Millisecond, time.Millisecond)
-	for range 3 {
+	for i := 0; i < 3; i++ {
 		if got := b.Next(); got < 5*time.Millisecond || got > 10*time.Millisecond {
 			t.Fatalf("NewBackoff(10ms, 1ms) pause %v, want within [5ms, 10ms]", got)
 		}

@@ -36,7 +36,8 @@ type Library struct {
 }
 
 // FunctionCaller is what runs the functions of a Library: go-redis's
-// Client, ClusterClient, Ring, Conn and pipelines all are.
+// Client, ClusterClient, Ring, Conn and pipelines all are, from go-redis
+// v9.0.4 (the first with FCallRO); plain scripts need only v9.0.0.
 type FunctionCaller interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	FCallRO(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
@@ -119,7 +120,7 @@ func (s *Script) Cmd(ctx context.Context, c redis.Scripter, keys []string, args 
 	if s.Library != nil {
 		fc, ok := c.(FunctionCaller)
 		if !ok {
-			return Failed(ctx, &Error{Script: s.Name, Err: fmt.Errorf("%T cannot FCALL: the scripts are built into the Functions library %s", c, s.Library.Name)})
+			return Failed(ctx, &Error{Script: s.Name, Err: fmt.Errorf("%T cannot FCALL (go-redis v9.0.4 or later can): the scripts are built into the Functions library %s", c, s.Library.Name)})
 		}
 		if s.ReadOnly {
 			return fc.FCallRO(ctx, s.Name, keys, args...)
@@ -191,7 +192,7 @@ func (l *Library) Load(ctx context.Context, c redis.Scripter) error {
 	}
 	fc, ok := c.(FunctionCaller)
 	if !ok {
-		return fmt.Errorf("load library %s: %T cannot FUNCTION LOAD", l.Name, c)
+		return fmt.Errorf("load library %s: %T cannot FUNCTION LOAD (go-redis v9.0.4 or later can)", l.Name, c)
 	}
 	name, err := fc.FunctionLoadReplace(ctx, l.Source).Result()
 	if err != nil {
@@ -226,5 +227,39 @@ func LoadAll(ctx context.Context, c redis.Scripter, scripts ...*Script) error {
 		}
 		errs = append(errs, s.Load(ctx, c))
 	}
-	return errors.Join(errs...)
+	return join(errs)
 }
+
+// join returns nil when every error of errs is nil, the one error when
+// only one is not, and otherwise an error listing them one a line that
+// unwraps to all of them (as errors.Join, which needs Go 1.20, would).
+func join(errs []error) error {
+	var nonNil []error
+	for _, err := range errs {
+		if err != nil {
+			nonNil = append(nonNil, err)
+		}
+	}
+	switch len(nonNil) {
+	case 0:
+		return nil
+	case 1:
+		return nonNil[0]
+	}
+	return joined(nonNil)
+}
+
+// joined is the error of several failed loads.
+type joined []error
+
+func (e joined) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap returns the errors, for errors.Is and errors.As (Go 1.20 and
+// later look into them).
+func (e joined) Unwrap() []error { return e }

@@ -3,19 +3,17 @@ package luart_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/luart"
 )
 
 // The scripts of these tests. Their SHA1s are those of their sources (as
-// luagen computes them), so miniredis and Redis load them under that name.
+// luagen computes them), so Redis loads them under that name.
 var (
 	idempotent = &luart.Script{Name: "get", Source: "return redis.call('get', KEYS[1])\n",
 		SHA1: "1d0b3b1b3ec72ff4c8e5d8c64a0ae6c6bd4b1f2a", Keys: []string{"k"}, Return: "string?", Idempotent: true}
@@ -129,7 +127,7 @@ func TestRun_noscript(t *testing.T) {
 		t.Fatalf("Run = %v, %v", v, err)
 	}
 	want := []string{"evalsha " + idempotent.SHA1, "script load", "evalsha " + idempotent.SHA1}
-	if got := f.take(); !slices.Equal(got, want) {
+	if got := f.take(); !equal(got, want) {
 		t.Errorf("Run after NOSCRIPT sent %q, want %q", got, want)
 	}
 	ro := *idempotent
@@ -137,7 +135,7 @@ func TestRun_noscript(t *testing.T) {
 	if _, err := ro.Run(ctx, f, []string{"k"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.take(); !slices.Equal(got, []string{"evalsha_ro " + idempotent.SHA1}) {
+	if got := f.take(); !equal(got, []string{"evalsha_ro " + idempotent.SHA1}) {
 		t.Errorf("a read-only script sent %q, want EVALSHA_RO", got)
 	}
 
@@ -146,13 +144,13 @@ func TestRun_noscript(t *testing.T) {
 		t.Fatalf("Run in a library = %v, %v", v, err)
 	}
 	want = []string{"fcall fn", "function load replace", "fcall fn"}
-	if got := f.take(); !slices.Equal(got, want) {
+	if got := f.take(); !equal(got, want) {
 		t.Errorf("Run of an unknown function sent %q, want %q", got, want)
 	}
 	if _, err := inLibRO.Run(ctx, f, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.take(); !slices.Equal(got, []string{"fcall_ro fn_ro"}) {
+	if got := f.take(); !equal(got, []string{"fcall_ro fn_ro"}) {
 		t.Errorf("a read-only function sent %q, want FCALL_RO", got)
 	}
 	// A scripter that cannot FCALL: an *Error naming the script, nothing sent.
@@ -170,8 +168,7 @@ func TestRun_noscript(t *testing.T) {
 // LoadAll send nothing and return ErrPipeline; Cmd queues the call.
 func TestPipeline(t *testing.T) {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := newClient(t, startRedis(t))
 	p := rdb.Pipeline()
 	for name, c := range map[string]redis.Scripter{"pipeline": p, "WithRetry(pipeline)": luart.WithRetry(p, luart.Retry{Attempts: 1})} {
 		if _, err := idempotent.Run(ctx, c, []string{"k"}); !errors.Is(err, luart.ErrPipeline) {
@@ -200,21 +197,21 @@ func TestPipeline(t *testing.T) {
 	}
 }
 
-// TestLoad_real loads a script into miniredis, through a policy and
+// TestLoad_real loads a script into redis-server, through a policy and
 // directly, and runs it; a wrong SHA1 is an error naming the script.
 func TestLoad_real(t *testing.T) {
 	ctx := context.Background()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := newClient(t, startRedis(t))
 	s := realScript(t, rdb)
 	if err := luart.LoadAll(ctx, luart.WithRetry(rdb, luart.Retry{Attempts: 1}), s); err != nil {
 		t.Fatalf("LoadAll: %v", err)
 	}
-	if ok, _ := rdb.ScriptExists(ctx, s.SHA1).Result(); !slices.Equal(ok, []bool{true}) {
+	if ok, _ := rdb.ScriptExists(ctx, s.SHA1).Result(); !equal(ok, []bool{true}) {
 		t.Fatalf("SCRIPT EXISTS after LoadAll = %v", ok)
 	}
-	_ = mr.Set("k", "v")
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if v, err := s.Run(ctx, rdb, []string{"k"}); v != "v" || err != nil {
 		t.Errorf("Run = %v, %v", v, err)
 	}
@@ -234,21 +231,17 @@ func TestLoad_real(t *testing.T) {
 // shard (EVALSHA goes to the shard of its first key).
 func TestLoad_ring(t *testing.T) {
 	ctx := context.Background()
-	a, b := miniredis.RunT(t), miniredis.RunT(t)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	a, b := startRedis(t), startRedis(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a, "b": b}})
 	t.Cleanup(func() { _ = ring.Close() })
-	one := redis.NewClient(&redis.Options{Addr: a.Addr()})
-	t.Cleanup(func() { _ = one.Close() })
-	s := realScript(t, one)
+	s := realScript(t, newClient(t, a))
 	if err := s.Load(ctx, luart.WithRetry(ring, luart.Retry{Attempts: 1})); err != nil {
 		t.Fatalf("Load on a ring: %v", err)
 	}
-	for _, m := range []*miniredis.Miniredis{a, b} {
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		ok, err := c.ScriptExists(ctx, s.SHA1).Result()
-		_ = c.Close()
-		if err != nil || !slices.Equal(ok, []bool{true}) {
-			t.Errorf("shard %s: SCRIPT EXISTS = %v, %v; want loaded", m.Addr(), ok, err)
+	for _, addr := range []string{a, b} {
+		ok, err := newClient(t, addr).ScriptExists(ctx, s.SHA1).Result()
+		if err != nil || !equal(ok, []bool{true}) {
+			t.Errorf("shard %s: SCRIPT EXISTS = %v, %v; want loaded", addr, ok, err)
 		}
 	}
 }
@@ -275,7 +268,7 @@ func TestLoadAll_library(t *testing.T) {
 	if err := luart.LoadAll(context.Background(), f, inLib, inLibRO); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.take(); !slices.Equal(got, []string{"function load replace"}) {
+	if got := f.take(); !equal(got, []string{"function load replace"}) {
 		t.Errorf("LoadAll of two scripts of one library sent %q, want one FUNCTION LOAD REPLACE", got)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 )
 
 // applyConfig finds and reads luagen.json (-config, else the nearest one at

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 )
 
 // writeFindings prints findings in a machine-readable format on w:

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 )
 
 // render lints the scripts, printing every finding, and generates the files

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 )
 
 // parseScripts parses the scripts, printing every finding, and returns them
@@ -50,6 +50,17 @@ type jsonScript struct {
 	ReadOnly   bool        `json:"read_only"`
 	Idempotent bool        `json:"idempotent"`
 	Library    string      `json:"library,omitempty"` // a Functions library's name
+	// KeyPrefixes are the keys and args that carry a key prefix
+	// (luagen.json and @prefix); DataKeys the @datakeys annotations.
+	KeyPrefixes []string       `json:"key_prefixes,omitempty"`
+	DataKeys    []jsonDataKeys `json:"data_keys,omitempty"`
+}
+
+// jsonDataKeys is an @datakeys annotation: the script reaches keys read
+// from data, in the slot of the key Key.
+type jsonDataKeys struct {
+	Key string `json:"key"`
+	Doc string `json:"doc"`
 }
 
 type jsonParam struct {
@@ -73,7 +84,10 @@ func (c *cli) list(w *workspace, asJSON bool) int {
 				Name: s.Name, GoName: s.GoName, File: s.File, SHA1: s.SHA1,
 				Keys: []jsonParam{}, Args: []jsonParam{},
 				Return: s.Return.String(), ReadOnly: s.ReadOnly, Idempotent: s.Idempotent,
-				Library: s.Library,
+				Library: s.Library, KeyPrefixes: gen.KeyPrefixes(s, w.cfg),
+			}
+			for _, d := range s.DataKeys {
+				j.DataKeys = append(j.DataKeys, jsonDataKeys{Key: d.Name, Doc: d.Doc})
 			}
 			for _, k := range s.Keys {
 				j.Keys = append(j.Keys, jsonParam{Name: k.Name, Variadic: k.Variadic, Doc: k.Doc})
@@ -110,6 +124,12 @@ func (c *cli) list(w *workspace, asJSON bool) int {
 		}
 		if s.Idempotent {
 			flags = append(flags, "idempotent")
+		}
+		for _, p := range gen.KeyPrefixes(s, w.cfg) {
+			flags = append(flags, "prefix="+p)
+		}
+		for _, d := range s.DataKeys {
+			flags = append(flags, "datakeys="+d.Name)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.File, s.SHA1,
 			orDash(strings.Join(keys, ", ")), orDash(strings.Join(args, ", ")),

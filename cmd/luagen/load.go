@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 )
 
 // loader loads scripts into one Redis server or every node of a cluster.
@@ -109,7 +109,7 @@ func newLoader(addr string, cluster bool, timeout time.Duration) (l loader, wher
 		}
 		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
 		opts.ContextTimeoutEnabled = true
-		opts.MaxRetries, opts.DialerRetries = 1, 2 // fail with the cause, not the -timeout
+		opts.MaxRetries = 1 // fail with the cause, not the -timeout
 		return &clusterLoader{redis.NewClusterClient(opts)}, "cluster " + strings.Join(opts.Addrs, ","), nil
 	}
 	var opts *redis.Options
@@ -125,7 +125,7 @@ func newLoader(addr string, cluster bool, timeout time.Duration) (l loader, wher
 	}
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
 	opts.ContextTimeoutEnabled = true
-	opts.MaxRetries, opts.DialerRetries = 1, 2 // fail with the cause, not the -timeout
+	opts.MaxRetries = 1 // fail with the cause, not the -timeout
 	where = opts.Addr
 	if opts.DB != 0 {
 		where = fmt.Sprintf("%s db %d", opts.Addr, opts.DB)

@@ -1,5 +1,5 @@
 // Command luagen lints the Redis Lua scripts of a folder and generates typed
-// Go wrappers for them (package github.com/lualock/lualock/gen).
+// Go wrappers for them (package github.com/lualock/lualock/cmd/luagen/gen).
 //
 // Usage:
 //

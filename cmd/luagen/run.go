@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lualock/lualock/gen"
-	"github.com/lualock/lualock/internal/version"
+	"github.com/lualock/lualock/cmd/luagen/gen"
+	"github.com/lualock/lualock/cmd/luagen/version"
 )
 
 const usage = `usage: luagen [command] [flags]
@@ -23,6 +23,10 @@ Commands:
   lint      print every finding about the scripts
   list      print each script's name, file, SHA1, keys, args, return and flags
   load      SCRIPT LOAD every script into Redis and verify its SHA1
+  import    find the Lua scripts a Go package keeps as strings (import
+            [-write] ./pkg): draft lua/<name>.lua for each, print its calls
+  init      write luagen.json at the module root with -src, -out, -pkg and
+            -redis, so that every command (check in CI) reads the same folders
   help      print this help
 
 Flags of every command:
@@ -37,6 +41,13 @@ Flags of lint and check:
 
 Flags of list:
   -json        print a JSON array instead of a table
+
+Flags of import:
+  -write       write the drafted files into -src (never over a file);
+               without it they are printed. Go code is never changed.
+
+Flags of init:
+  -redis v     the oldest Redis version the scripts must run on ("6.2")
 
 Flags of load:
   -replace     for a Functions library: FUNCTION LOAD REPLACE
@@ -65,6 +76,9 @@ type options struct {
 	addr    string
 	cluster bool
 	timeout time.Duration
+	redis   string
+	write   bool
+	pattern string // import's package
 }
 
 // cli carries the output streams of one run.
@@ -91,10 +105,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	c.format = o.format
+	if o.cmd == "init" {
+		return c.initConfig(o)
+	}
 	fc, err := applyConfig(o)
 	if err != nil {
 		c.errorf("%v", err)
 		return 1
+	}
+	if o.cmd == "import" {
+		return c.importPackage(o.pattern, o.src, o.write)
 	}
 	w, err := newWorkspace(o.src, o.out)
 	if err != nil {
@@ -153,7 +173,7 @@ func (c *cli) parse(args []string) (*options, int) {
 	switch o.cmd {
 	case "help":
 		return o, 0
-	case "generate", "check", "lint", "list", "load":
+	case "generate", "check", "lint", "list", "load", "init", "import":
 	default:
 		c.errorf("unknown command %q", o.cmd)
 		fmt.Fprint(c.stderr, usage)
@@ -172,6 +192,10 @@ func (c *cli) parse(args []string) (*options, int) {
 		fset.StringVar(&o.format, "format", "text", "")
 	case "list":
 		fset.BoolVar(&o.json, "json", false, "")
+	case "init":
+		fset.StringVar(&o.redis, "redis", "", "")
+	case "import":
+		fset.BoolVar(&o.write, "write", false, "")
 	case "load":
 		fset.BoolVar(&o.replace, "replace", false, "")
 		def := os.Getenv("REDIS_URL")
@@ -191,6 +215,12 @@ func (c *cli) parse(args []string) (*options, int) {
 		c.errorf("%s: %v", o.cmd, err)
 		fmt.Fprint(c.stderr, usage)
 		return nil, 2
+	case o.cmd == "import" && fset.NArg() != 1:
+		c.errorf("import: name one Go package: luagen import [-write] ./internal/rdb")
+		fmt.Fprint(c.stderr, usage)
+		return nil, 2
+	case o.cmd == "import":
+		o.pattern = fset.Arg(0)
 	case fset.NArg() > 0:
 		c.errorf("%s: unexpected argument %q", o.cmd, fset.Arg(0))
 		fmt.Fprint(c.stderr, usage)

@@ -43,21 +43,22 @@ type holderWriter struct {
 	once   sync.Once
 }
 
-// startHolderInfo writes the holder key of lock, with lease as its expiry,
-// and, when renew is set (a hold under the watchdog), renews that expiry
-// every third of it until stop or the end of the hold. Failures are
-// ignored: the key only informs.
-func startHolderInfo(rdb redis.UniversalClient, lock *lualock.Lock, command []string, lease time.Duration, renew bool) *holderWriter {
+// startHolderInfo writes the holder key key (holderKey of the lock's name
+// and the hold's owner field, or of the semaphore's name and the permit's
+// id), with lease as its expiry, and, when renew is set (a hold under the
+// watchdog), renews that expiry every third of it until stop or the end of
+// the hold (hold, the hold's context). Failures are ignored: the key only
+// informs.
+func startHolderInfo(rdb redis.UniversalClient, key string, hold context.Context, command []string, lease time.Duration, renew bool) *holderWriter {
 	host, _ := os.Hostname()
 	info := holderInfo{Host: host, PID: os.Getpid(), Command: shellJoin(command), Since: time.Now().UTC().Format(time.RFC3339Nano)}
 	b, _ := json.Marshal(info)
-	w := &holderWriter{rdb: rdb, key: holderKey(lock.Name(), lock.Field()), done: make(chan struct{})}
+	w := &holderWriter{rdb: rdb, key: key, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 	_ = rdb.Set(sctx, w.key, b, lease).Err()
 	scancel()
-	hold := lock.Context()
 	go func() {
 		defer close(w.done)
 		if !renew {
@@ -119,7 +120,7 @@ type waitNotice struct {
 
 const noticeEvery = time.Second
 
-func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lualock.Lock, name string, fair bool, stderr io.Writer) *waitNotice {
+func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lualock.Lock, a *lockArgs, stderr io.Writer) *waitNotice {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &waitNotice{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -127,9 +128,9 @@ func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lu
 		last, early := "", 0
 		for {
 			next := noticeEvery
-			st, err := readStatus(ctx, rdb, name)
+			st, err := readStatus(ctx, rdb, a.name)
 			if err == nil {
-				msg, key := waitMessage(st, client.ID(), lock.Field(), fair)
+				msg, key := waitMessage(st, client.ID(), lock.Field(), a)
 				if strings.HasSuffix(key, unqueued) && early < 20 {
 					// A fair waiter not in the queue yet: look again soon
 					// (for a second at most), to tell its place.
@@ -158,10 +159,13 @@ func startWaitNotice(rdb redis.UniversalClient, client *lualock.Client, lock *lu
 	return n
 }
 
-// waitMessage describes the wait for st; key changes when the message is
-// worth printing again, and is empty when there is nothing to tell (the
-// lock is free, or already ours).
-func waitMessage(st *lockStatus, clientID, field string, fair bool) (msg, key string) {
+// waitMessage describes the wait for st of a lualock lock with flags a;
+// key changes when the message is worth printing again, and is empty when
+// there is nothing to tell (the lock is free, or already ours, or a reader
+// finds only readers, which it does not wait for: it is about to enter).
+// A read-write lock's message says why a reader or a writer waits: a writer
+// holds it, or readers do.
+func waitMessage(st *lockStatus, clientID, field string, a *lockArgs) (msg, key string) {
 	if !st.Locked {
 		return "", ""
 	}
@@ -170,7 +174,13 @@ func waitMessage(st *lockStatus, clientID, field string, fair bool) (msg, key st
 		if strings.HasPrefix(h.Field, clientID+":") {
 			return "", "" // ours: obtained
 		}
+		if st.Mode == "write" && !strings.HasSuffix(h.Field, writeSuffix) {
+			continue // the writer's own read holds: the writer is the reason
+		}
 		who = append(who, describeHolder(h))
+	}
+	if st.Mode == "read" && a.read {
+		return "", "" // readers share: not a reason to wait
 	}
 	if len(who) == 0 {
 		who = []string{"an unknown holder (not a lock hash field)"}
@@ -179,9 +189,19 @@ func waitMessage(st *lockStatus, clientID, field string, fair bool) (msg, key st
 	if st.LeaseMS != nil && *st.LeaseMS >= 0 {
 		lease = fmt.Sprintf("lease %v left", time.Duration(*st.LeaseMS)*time.Millisecond)
 	}
-	msg = fmt.Sprintf("lualock: lock %s is held by %s, %s; waiting", st.Name, strings.Join(who, ", "), lease)
-	key = strings.Join(who, ",")
-	if fair {
+	held := "held by"
+	switch st.Mode {
+	case "write":
+		held = "held for writing by the writer"
+	case "read":
+		held = "held for reading by"
+		if len(who) > 1 {
+			held += fmt.Sprintf(" %d readers:", len(who))
+		}
+	}
+	msg = fmt.Sprintf("lualock: lock %s is %s %s, %s; waiting", st.Name, held, strings.Join(who, ", "), lease)
+	key = st.Mode + "|" + strings.Join(who, ",")
+	if a.fair {
 		i := slices.IndexFunc(st.Queue, func(w waiter) bool { return w.ID == field })
 		if i < 0 {
 			return msg, key + unqueued
@@ -191,6 +211,10 @@ func waitMessage(st *lockStatus, clientID, field string, fair bool) (msg, key st
 	}
 	return msg, key
 }
+
+// writeSuffix ends a read-write lock's writer field C:H:write; the holder
+// record of that hold is keyed by the owner field C:H.
+const writeSuffix = ":write"
 
 // unqueued is waitMessage's key for a fair waiter not in the queue yet.
 const unqueued = "\x00unqueued"

@@ -76,7 +76,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.write, "write", false, "take the write lock of a read-write lock, Redisson's RReadWriteLock")
 	fs.BoolVar(&a.fenced, "fenced", false, "take a fenced lock, Redisson's RFencedLock: the command gets its token in $"+envToken)
 	fs.IntVar(&a.permits, "semaphore", 0, "take one permit of the permit-expirable semaphore NAME (Redisson's RPermitExpirableSemaphore), setting it to `N` permits if it does not exist; the permit is renewed like a lock, and comes back when lualock dies")
-	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting")
+	fs.BoolVar(&a.quiet, "q", false, "say nothing on stderr while waiting, nor when the lock is not obtained; errors are still said")
 	fs.IntVar(&a.notObtained, "E", exitNotObtained, "exit status `N` when the lock is not obtained within -wait")
 
 	flagArgs := args
@@ -119,7 +119,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(a.name); err != nil {
 		return usagef(stderr, "lock: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, resolved, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "lock: bad -addr: %v", err)
 	}
@@ -151,11 +151,14 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if a.wait.set {
 		deadline = begin.Add(a.wait.d)
 	}
-	connectBy := deadline
-	if a.wait.set && a.wait.d == 0 {
-		connectBy = time.Time{} // one attempt: bounded by connectTimeout alone
+	// The first contact with Redis is tried again, so that a blip does not
+	// fail a cron job: within -wait, else (-n, or no -wait) for up to
+	// connectTimeout.
+	connectBy, retryBy := deadline, deadline
+	if !a.wait.set || a.wait.d == 0 {
+		connectBy, retryBy = time.Time{}, begin.Add(connectTimeout)
 	}
-	rdb, err := deploy.dial(ctx, opts, connectBy)
+	rdb, err := deploy.dial(ctx, opts, connectBy, retryBy)
 	if errors.Is(err, errWaitOver) {
 		return errorf(stderr, exitError, "Redis at %s did not answer within -wait %v: lock %s not obtained", where(opts), a.wait.d, a.name)
 	}
@@ -167,10 +170,12 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rdb.Close()
 		return errorf(stderr, exitError, "%v", clean(err))
 	}
+	// What the supervisor needs to give the hold back should lualock die.
+	ho := handover{Addr: resolved, PubSub: copts.PubSub, FairWait: copts.FairWait, Kind: kindOf(&a), Name: a.name, Client: client.ID()}
 	if a.permits > 0 {
 		defer rdb.Close()
 		defer client.Close()
-		return runPermit(ctx, client, &a, path, deadline, copts.WatchdogLease, stdin, stdout, stderr)
+		return runPermit(ctx, rdb, client, &a, path, deadline, copts.WatchdogLease, ho, stdin, stdout, stderr)
 	}
 	lock, token := newKindLock(client, &a)
 	// From here on the signals are ours: they stop the wait, or go to the
@@ -197,7 +202,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else if lease == 0 {
 		lease = defaultWatchdogLease
 	}
-	info := startHolderInfo(rdb, lock, a.command, lease, !a.lease.set)
+	info := startHolderInfo(rdb, holderKey(a.name, lock.Field()), hold, a.command, lease, !a.lease.set)
 	defer info.stop()
 
 	env := append(os.Environ(),
@@ -213,6 +218,8 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		release(lock, a.name, stderr)
 		return errorf(stderr, code, "%v", err)
 	}
+	ho.Field = lock.Field()
+	sup.send(handoverLine(ho))
 	return supervise(sup, func() error { return release(lock, a.name, stderr) }, hold, &a, sigs, stderr)
 }
 
@@ -248,7 +255,7 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 	}()
 	var told *waitNotice
 	if !a.quiet {
-		told = startWaitNotice(rdb, client, lock, a.name, a.fair, stderr)
+		told = startWaitNotice(rdb, client, lock, a, stderr)
 		defer told.stop()
 	}
 	var sig os.Signal
@@ -274,6 +281,8 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 				return -1, false
 			case errors.Is(err, lualock.ErrUnavailable) || (wait == 0 && errors.Is(err, context.DeadlineExceeded)):
 				return errorf(stderr, exitError, "Redis did not answer within -wait %v: lock %s not obtained (%v)", a.wait.d, a.name, clean(err)), true
+			case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
+				return a.notObtained, false // as flock -n: the status says it
 			case errors.Is(err, lualock.ErrNotObtained):
 				detail := "" // Redis errors met while waiting
 				if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
@@ -328,8 +337,12 @@ func supervise(sup *supervisor, release func() error, hold context.Context, a *l
 	if lost != nil {
 		return exitLost
 	}
-	if err := release(); err != nil && (errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld)) {
-		return exitLost // gone before the release: the command may have run without it
+	// The hold was live when the command exited: it ran under the lock.
+	// Only a loss the release finds (taken away before a renewal or the
+	// tracker noticed) may have come while it ran; a release held up
+	// past the lease, or unconfirmed, is a warning.
+	if err := release(); errors.Is(err, lualock.ErrLockLost) {
+		return exitLost
 	}
 	return status
 }
@@ -341,8 +354,10 @@ func release(lock *lualock.Lock, name string, stderr io.Writer) error {
 	err := lock.Unlock(ctx)
 	switch {
 	case err == nil:
-	case errors.Is(err, lualock.ErrLockLost) || errors.Is(err, lualock.ErrNotHeld):
+	case errors.Is(err, lualock.ErrLockLost):
 		fmt.Fprintf(stderr, "lualock: lock %s lost: %v\n", name, clean(err))
+	case errors.Is(err, lualock.ErrNotHeld):
+		fmt.Fprintf(stderr, "lualock: warning: lock %s was gone when its release landed: %v\n", name, clean(err))
 	default:
 		fmt.Fprintf(stderr, "lualock: release lock %s: %v (it expires when its lease runs out)\n", name, clean(err))
 	}

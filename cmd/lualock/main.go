@@ -7,14 +7,15 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
 //	lualock status [-addr URL] [-json] NAME
 //	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //	lualock --version
 //
-// See usageText below (or `lualock help`) for the flags, the environment
-// and the exit codes.
+// Without arguments it prints a short usage (shortUsage); see usageText
+// below (or `lualock help`) for the flags, the environment and the exit
+// codes.
 package main
 
 import (
@@ -25,7 +26,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lualock/lualock/internal/version"
+	"github.com/lualock/lualock/cmd/luagen/version"
 )
 
 // Exit codes of lualock itself. lock otherwise exits with the command's
@@ -43,7 +44,7 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
   lualock status [-addr URL] [-json] NAME
   lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
   lualock help
@@ -51,8 +52,9 @@ const usageText = `usage:
 
 lualock takes the Redis lock NAME (a Redisson-compatible RLock or, with
 -fair, RFairLock; with -read or -write, RReadWriteLock's read or write
-lock; with -fenced, RFencedLock), runs COMMAND while holding it and
-releases it when the command exits. Flags may come before or after NAME; "--" ends them.
+lock; with -fenced, RFencedLock; with -semaphore N, one permit of
+RPermitExpirableSemaphore), runs COMMAND while holding it and releases it
+when the command exits. Flags may come before or after NAME; "--" ends them.
 
 subcommands:
   lock     take NAME, run COMMAND, release NAME when it exits. Stdin, stdout
@@ -65,11 +67,12 @@ subcommands:
              gets SIGTERM, then SIGKILL after -grace, before NAME is
              released;
            - when lualock dies, even by SIGKILL, the supervisor kills the
-             command and everything it started at once (SIGKILL), long
-             before the lease lets another holder in; on Linux the kernel
-             also sends the command SIGKILL if the supervisor dies (a
-             parent-death signal), and lualock kills what a killed
-             supervisor leaves. On other Unix systems the process group
+             command and everything it started at once (SIGKILL), then
+             releases NAME, so that the next waiter gets it at once; should
+             the supervisor die too, NAME expires with its lease. On
+             Linux the kernel also sends the command SIGKILL if the
+             supervisor dies (a parent-death signal), and lualock kills
+             what a killed supervisor leaves. On other Unix systems the process group
              stands for "everything it started": a process that leaves it
              (setsid) is not stopped.
            Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to lualock go
@@ -78,15 +81,21 @@ subcommands:
            directly and it can read the terminal.
            Waiting: unless -q, lualock says on stderr who holds NAME (for a
            lualock holder its pid, host, command and since when, else the
-           owner field), the lease left and, with -fair, its place in the
-           queue; again when that changes (read every second); and a line
-           when it gets NAME after waiting. Nothing when it gets NAME at
-           once.
+           owner field; for a read-write lock, whether the writer or
+           readers hold it), the lease left and, with -fair, its place in
+           the queue; again when that changes (read every second); and a
+           line when it gets NAME after waiting. Nothing when it gets NAME
+           at once. With -q, nothing either when NAME is not obtained
+           within -wait (the exit status says it): only errors.
+           Connecting: a first contact with Redis that fails for a reason
+           that may pass (refused, reset, EOF, timeout) is tried again
+           within -wait, or for up to 5s with -n or without -wait.
            Holding: the command's environment has LUALOCK_NAME (NAME),
            LUALOCK_HOLDER (the owner field C:H of the hold in NAME's hash)
            and LUALOCK_LEASE (the fixed -lease, or the watchdog lease,
            renewed every third of it, as a Go duration); with -fenced,
-           LUALOCK_TOKEN (the hold's fencing token). Beside the lock,
+           LUALOCK_TOKEN (the hold's fencing token); with -semaphore,
+           LUALOCK_PERMIT (the permit's id) instead of LUALOCK_HOLDER. Beside the lock,
            never in its hash, lualock keeps the key
            lualock_holder:{NAME}:FIELD (lualock_holder:NAME:FIELD when NAME
            has a hash tag; same cluster slot) with its host, pid, command
@@ -94,16 +103,16 @@ subcommands:
            Loss: if the lock is lost while the command runs (deleted,
            force-unlocked, expired, Redis lost it) or its -lease runs out,
            lualock prints "lualock: lock NAME lost: CAUSE", sends SIGTERM to
-           everything of the command, SIGKILL after -grace, and exits 3. It
-           listens on NAME's channel while it holds it, so a force unlock
-           ("lualock unlock -force", Redisson's forceUnlock of an RLock) is
-           noticed in milliseconds; Redisson's forceUnlock of a fair lock
-           publishes nothing a holder hears, and is noticed at the next
-           renewal (a third of the watchdog lease), or with -lease when the
-           lease runs out.
+           everything of the command, SIGKILL after -grace, and exits 3.
+           Redis tells lualock of every change of the held key (client-side
+           caching), so a delete, an expiry, a force unlock (lualock's or
+           Redisson's), FLUSHALL, an overwrite or a restart that lost it is
+           noticed within milliseconds. A release that fails, or lands
+           after the lease ran out, once the command finished under the
+           lock is a warning; the exit status is then the command's.
   status   print whether NAME is locked, its holders with their hold
-           counts (and, for lualock holders, pid, host, command and since
-           when), the remaining lease and, for a fair lock, the queue of
+           counts (and, for lualock holders of every kind, pid, host,
+           command and since when), the remaining lease and, for a fair lock, the queue of
            waiters with their deadlines. It needs no -fair (accepted, and
            unnecessary): a fair lock's queue is shown whenever there is
            one. Exits 0 whether locked or not. -json prints one object:
@@ -114,12 +123,18 @@ subcommands:
            remaining_ms from server_time_ms, the server's TIME),
            server_time_ms, replica_ack (the -ack setting in effect, with
            its timeout), replicas (those of NAME's primary; -1: unknown).
+           For a semaphore (a string key): its available
+           permits and the permits taken, each with its lease left and,
+           for a lualock holder, its record; -json adds available and
+           permits [{id, deadline_ms, remaining_ms}], and holders lists
+           the permits (field: the permit's id).
   unlock   with -force, delete NAME whoever holds it and wake a waiter
            (for a fair lock, the head of its queue: -fair, or found out
-           when NAME has a queue).
+           when NAME has a queue; a read-write lock in its mode). A key
+           that is not a lock is left as it is: exit 1, saying what it is.
            Only the holder can release a lock normally: for a lock taken by
            "lualock lock", that happens when its command exits.
-  help     print this text.
+  help     print this text (also -h, --help).
   version  print the module version and VCS revision lualock was built
            from (also --version).
 
@@ -173,7 +188,13 @@ flags:
               each acquisition takes the next fencing token of NAME, which
               the command gets in $LUALOCK_TOKEN to hand to the resource
               it protects (which refuses a token smaller than one it saw).
-  -q          lock: say nothing on stderr while waiting.
+  -semaphore N
+              lock: take one permit of the permit-expirable semaphore NAME
+              (Redisson's RPermitExpirableSemaphore), setting it to N
+              permits if it does not exist. The permit is renewed like a
+              lock and comes back when its lease runs out unrenewed.
+  -q          lock: say nothing on stderr while waiting, nor when NAME is
+              not obtained within -wait; errors are still said.
   -E N        lock: exit status when NAME is not obtained within -wait
               (0..255). Default 4.
   -json       status: print one JSON object instead of text.
@@ -232,12 +253,19 @@ lualock explains its own on stderr, and -E moves "not obtained" out of the
 way.
 `
 
+// shortUsage is what lualock without arguments prints.
+const shortUsage = `usage: lualock lock [flags] NAME -- COMMAND [ARG...]   run COMMAND holding the lock NAME
+       lualock status [-json] NAME                      who holds NAME
+       lualock unlock -force NAME                       delete NAME whoever holds it
+       lualock help                                     every flag, the environment, the exit statuses
+`
+
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 // run is the command line: it returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText)
+		fmt.Fprint(stderr, shortUsage)
 		return exitUsage
 	}
 	sub, rest := args[0], args[1:]

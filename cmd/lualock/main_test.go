@@ -190,6 +190,26 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	}
 }
 
+// runCost runs lualock once on a free lock of its own (start, connect,
+// lock, run true, release, exit) and returns how long that took: the
+// canary of a test whose -wait or bound in milliseconds includes the
+// process's start and connection, which on a machine starved of CPU take
+// longer than any constant allows.
+func (s *server) runCost(t *testing.T) time.Duration {
+	t.Helper()
+	p, code := s.run(t, nil, "lock", "-wait", "10s", lockName(t)+":canary", "--", "true")
+	if code != 0 {
+		t.Fatalf("canary run: exit %d: %s", code, p.stderr.String())
+	}
+	t.Logf("canary: a whole lualock run on a free lock took %v", p.took)
+	return p.took
+}
+
+// waitArg is D + cost as a -wait argument.
+func waitArg(d, cost time.Duration) string {
+	return (d + cost).Round(time.Millisecond).String()
+}
+
 func (s *server) exists(t *testing.T, key string) bool {
 	n, err := s.rdb.Exists(context.Background(), key).Result()
 	if err != nil {
@@ -322,7 +342,7 @@ func TestStatusText(t *testing.T) {
 	}
 	defer s.rdb.Del(context.Background(), name)
 	p, code = s.run(t, nil, "status", "-json", name)
-	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock") {
+	if code != exitError || !strings.Contains(p.stderr.String(), "is a string, not a lock (a hash) nor a semaphore") {
 		t.Errorf("status of a string key: exit %d, stderr %q", code, p.stderr.String())
 	}
 }
@@ -408,19 +428,31 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
+// -wait D gives up after D (and not before), counted from lualock's start.
+// The upper bounds (D + 1.3s, 1s for -wait 0) cover the process's start,
+// connection and exit: each grows by a canary run's cost measured in the
+// same test, so that a loaded machine does not pass for a late give-up
+// (nor an idle one for a quick one).
 func TestWaitNotObtained(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	ready := readyFile(t)
 	holder := s.start(t, nil, append([]string{"lock", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
+	cost := s.runCost(t)
+	waitD := (time.Second + cost).Round(time.Millisecond)
+	wait := waitD.String()
 	for _, tc := range []struct {
 		args     []string
 		min, max time.Duration
 	}{
-		{[]string{"-wait", "200ms"}, 200 * time.Millisecond, 1500 * time.Millisecond},
-		{[]string{"-wait", "0"}, 0, time.Second},
-		{[]string{"-wait", "200ms", "-lease", "5s"}, 200 * time.Millisecond, 1500 * time.Millisecond},
+		// -wait 1s and more: the race-built binary's start and its first
+		// contact with Redis count in it, and took more than 200ms on a
+		// loaded 2-core machine (load average 14), which then exits 1;
+		// with wait, 1s + a whole run's cost, it gets to wait.
+		{[]string{"-wait", wait}, waitD, waitD + 1300*time.Millisecond + cost},
+		{[]string{"-wait", "0"}, 0, time.Second + cost},
+		{[]string{"-wait", wait, "-lease", "5s"}, waitD, waitD + 1300*time.Millisecond + cost},
 	} {
 		args := append(append([]string{"lock"}, tc.args...), name, "--", "sh", "-c", "echo ran")
 		p, code := s.run(t, nil, args...)
@@ -442,8 +474,8 @@ func TestWaitNotObtained(t *testing.T) {
 	}
 }
 
-// A holder killed with SIGKILL releases nothing: the next process gets the
-// lock when the lease runs out.
+// A holder killed with SIGKILL together with its supervisor releases
+// nothing: the next process gets the lock when the lease runs out.
 func TestExpiryAfterHolderDies(t *testing.T) {
 	s := newServer(t)
 	for _, tc := range []struct {
@@ -457,13 +489,12 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := lockName(t)
-			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sleep", "30")
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			args := append(append([]string{"lock"}, tc.flags...), name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30`, "sh", pidFile)
 			holder := s.start(t, tc.env, args...)
-			s.waitLocked(t, name)
+			cmdPID := readPIDs(t, pidFile)[0]
 			time.Sleep(300 * time.Millisecond) // the watchdog has renewed at least once
-			if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			killHolderAndSupervisor(t, holder, cmdPID)
 			killed := time.Now()
 			if code := holder.wait(t, 5*time.Second); code != 128+9 {
 				t.Fatalf("holder exit %d, want %d", code, 128+9)
@@ -472,8 +503,10 @@ func TestExpiryAfterHolderDies(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("second lock: exit %d: %s", code, p.stderr.String())
 			}
-			if took := time.Since(killed); took > tc.lease+time.Second {
-				t.Errorf("the lock was free %v after its holder died, want within the lease %v (+1s slack)", took, tc.lease)
+			// The second lualock's whole run is in took: the slack grows by
+			// what such a run costs on this machine now (runCost).
+			if took, cost := time.Since(killed), s.runCost(t); took > tc.lease+time.Second+cost {
+				t.Errorf("the lock was free %v after its holder died, want within the lease %v (+1s slack, +%v a lualock run costs now)", took, tc.lease, cost)
 			}
 		})
 	}
@@ -574,10 +607,12 @@ func TestFairWaiterDies(t *testing.T) {
 	if code := next.wait(t, 10*time.Second); code != 0 {
 		t.Fatalf("second waiter exit %d: %s", code, next.stderr.String())
 	}
-	took := time.Since(released)
+	// The second waiter's exit is in took (its command's run, its release,
+	// its exit): the slack grows by a whole lualock run measured now.
+	took, cost := time.Since(released), s.runCost(t)
 	t.Logf("the waiter behind the dead one got the lock %v after the release (budget %v)", took, budget)
-	if took > budget+300*time.Millisecond {
-		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack)", took, budget)
+	if took > budget+300*time.Millisecond+cost {
+		t.Errorf("the dead waiter held the queue up %v, want at most its budget %v (+300ms slack, +%v a lualock run costs now)", took, budget, cost)
 	}
 	waitFor(t, "queue empty", 5*time.Second, queued(0))
 	if n := s.rdb.Exists(ctx, name, queue, keys.Of(name).Timeouts).Val(); n != 0 {
@@ -717,6 +752,60 @@ func TestForceUnlock(t *testing.T) {
 	}
 }
 
+// unlock -force on a key that is not a lock leaves it byte for byte as it
+// was (DUMP), prints one line saying what it is and exits 1; a read-write
+// lock (Redisson's layout) is force-unlocked in its mode.
+func TestForceUnlock_notALock(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, is string
+		make     func(k string) error
+	}{
+		{"string", "a string", func(k string) error { return s.rdb.Set(ctx, k, "important data", 0).Err() }},
+		{"list", "a list", func(k string) error { return s.rdb.RPush(ctx, k, "a", "b").Err() }},
+		{"set", "a set", func(k string) error { return s.rdb.SAdd(ctx, k, "a").Err() }},
+		{"zset", "a zset", func(k string) error { return s.rdb.ZAdd(ctx, k, redis.Z{Score: 1, Member: "a"}).Err() }},
+		{"stream", "a stream", func(k string) error {
+			return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []string{"f", "v"}}).Err()
+		}},
+		{"hash", `a hash whose field "user" holds "alice"`, func(k string) error { return s.rdb.HSet(ctx, k, "user", "alice").Err() }},
+		{"hash of two counts", "a hash of 2 fields", func(k string) error { return s.rdb.HSet(ctx, k, "a:1", "1", "b:1", "1").Err() }},
+	} {
+		name := lockName(t) + ":" + strings.ReplaceAll(tc.name, " ", "_")
+		if err := tc.make(name); err != nil {
+			t.Fatal(err)
+		}
+		before, err := s.rdb.Dump(ctx, name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		stderr := p.stderr.String()
+		if code != exitError || p.stdout.String() != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, name+" is "+tc.is+", not a lock") {
+			t.Errorf("unlock -force of a %s: exit %d, stdout %q, stderr %q; want exit %d and one line saying it is %s",
+				tc.name, code, p.stdout.String(), stderr, exitError, tc.is)
+		}
+		if after, err := s.rdb.Dump(ctx, name).Result(); err != nil || after != before {
+			t.Errorf("unlock -force of a %s changed it: DUMP before %q, after %q (%v)", tc.name, before, after, err)
+		}
+	}
+	for _, mode := range []string{"read", "write"} {
+		name := lockName(t) + ":" + mode
+		field := "8f3b6c1e-3f2a-4c55-9e43-1b2a3c4d5e6f:57"
+		if mode == "write" {
+			field += ":write"
+		}
+		if err := s.rdb.HSet(ctx, name, "mode", mode, field, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		p, code := s.run(t, nil, "unlock", "-force", name)
+		if code != 0 || p.stdout.String() != "lualock: lock "+name+" force-unlocked (deleted)\n" || s.exists(t, name) {
+			t.Errorf("unlock -force of a read-write lock in %s mode: exit %d, stdout %q, stderr %q", mode, code, p.stdout.String(), p.stderr.String())
+		}
+	}
+}
+
 func TestFair(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
@@ -741,10 +830,12 @@ func TestFair(t *testing.T) {
 			t.Errorf("waiter %d: %+v, want a deadline in the future", i, w)
 		}
 	}
-	// A fair waiter that gives up leaves the queue.
-	p, code := s.run(t, nil, "lock", "-fair", "-wait", "100ms", name, "--", "true")
+	// A fair waiter that gives up leaves the queue. Its -wait covers a
+	// canary run's cost: it must get to wait, not give up connecting.
+	wait := waitArg(100*time.Millisecond, s.runCost(t))
+	p, code := s.run(t, nil, "lock", "-fair", "-wait", wait, name, "--", "true")
 	if code != exitNotObtained {
-		t.Errorf("-fair -wait 100ms: exit %d: %s", code, p.stderr.String())
+		t.Errorf("-fair -wait %s: exit %d: %s", wait, code, p.stderr.String())
 	}
 	if n, _ := s.rdb.LLen(context.Background(), queue).Result(); n != 2 {
 		t.Errorf("queue has %d waiters after one gave up, want 2", n)
@@ -780,7 +871,8 @@ func TestUnreachable(t *testing.T) {
 	l.Close() // nothing listens there now
 	var stdout, stderr bytes.Buffer
 	for _, args := range [][]string{
-		{"lock", "-addr", addr, "x", "--", "true"},
+		// lock tries again within -wait (else 5s) before it gives up.
+		{"lock", "-addr", addr, "-wait", "300ms", "x", "--", "true"},
 		{"status", "-addr", "redis://" + addr + "/0", "x"},
 		{"unlock", "-force", "-addr", addr, "x"},
 	} {
@@ -911,16 +1003,18 @@ func silentServer(t *testing.T) string {
 
 // -wait bounds everything from lualock's start to the lock, connecting
 // included: against a server that accepts and never answers, -wait 700ms
-// gives up after about 700ms.
+// gives up after about 700ms. The upper bounds grow by a canary run's cost
+// measured in the same test (the process's start and exit).
 func TestWaitBoundsConnect(t *testing.T) {
 	s := newServer(t)
 	addr := silentServer(t)
+	cost := s.runCost(t)
 	for _, tc := range []struct {
 		args     []string
 		min, max time.Duration
 	}{
-		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500 * time.Millisecond},
-		{[]string{"-wait", "300ms", "-lease", "5s"}, 300 * time.Millisecond, 1100 * time.Millisecond},
+		{[]string{"-wait", "700ms"}, 700 * time.Millisecond, 1500*time.Millisecond + cost},
+		{[]string{"-wait", "300ms", "-lease", "5s"}, 300 * time.Millisecond, 1100*time.Millisecond + cost},
 	} {
 		args := append(append([]string{"lock", "-addr", addr}, tc.args...), "x", "--", "echo", "ran")
 		p, code := s.run(t, nil, args...)

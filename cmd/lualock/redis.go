@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/luart"
 )
 
 const (
@@ -44,12 +45,13 @@ func addrFlag(fs *flag.FlagSet) *string {
 // redisOptions parses -addr: a redis://, rediss:// or unix:// URL, or a
 // plain host:port; without -addr, $REDIS_URL, else defaultAddr. An -addr
 // given empty is refused rather than taken as "the default". Errors never
-// quote the address, which may hold a password.
-func redisOptions(fs *flag.FlagSet, addr string) (*redis.Options, error) {
+// quote the address, which may hold a password. It also returns the address
+// it parsed, which the supervisor gets to reach the same server.
+func redisOptions(fs *flag.FlagSet, addr string) (*redis.Options, string, error) {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "addr" })
 	if given && strings.TrimSpace(addr) == "" {
-		return nil, errors.New("empty address (leave -addr out to use $" + envRedisURL + ")")
+		return nil, "", errors.New("empty address (leave -addr out to use $" + envRedisURL + ")")
 	}
 	if addr == "" {
 		if addr = os.Getenv(envRedisURL); addr == "" {
@@ -57,6 +59,12 @@ func redisOptions(fs *flag.FlagSet, addr string) (*redis.Options, error) {
 		}
 	}
 	addr = strings.TrimSpace(addr)
+	opts, err := parseAddr(addr)
+	return opts, addr, err
+}
+
+// parseAddr parses a resolved address (see redisOptions).
+func parseAddr(addr string) (*redis.Options, error) {
 	if addr == "" {
 		return nil, errors.New("empty address")
 	}
@@ -103,30 +111,52 @@ func init() { redis.SetLogger(quiet{}) }
 // errWaitOver says that -wait ran out while connecting.
 var errWaitOver = errors.New("-wait is over")
 
-// connect asks the server whether it is a cluster node, once and without
-// retries so that an address where nothing listens fails at once, within
-// connectTimeout and, when deadline is set, by then; then it makes the
-// client, which keeps go-redis's default retries. A node of a Redis Cluster
-// (INFO cluster says cluster_enabled:1) gets a cluster client seeded with
-// it, so -addr may name any node of a cluster.
-func connect(ctx context.Context, opts *redis.Options, deadline time.Time) (redis.UniversalClient, error) {
+// connect asks the server whether it is a cluster node (INFO cluster), then
+// makes the client, which keeps go-redis's default retries. A node of a
+// Redis Cluster (cluster_enabled:1) gets a cluster client seeded with it, so
+// -addr may name any node of a cluster.
+//
+// Each attempt at that first contact ends within connectTimeout and, when
+// deadline is set, by then. A failure that may pass (a refused or reset
+// connection, EOF, a timeout, a server still loading) is tried again, after
+// 50ms doubling up to 1s, until retryBy; a zero retryBy means one attempt,
+// so that status and unlock fail at once where nothing listens.
+func connect(ctx context.Context, opts *redis.Options, deadline, retryBy time.Time) (redis.UniversalClient, error) {
 	p := *opts
 	p.MaxRetries, p.DialerRetries, p.PoolSize, p.ContextTimeoutEnabled = -1, 1, 1, true
 	probe := redis.NewClient(&p)
 	defer probe.Close()
-	limit := time.Now().Add(connectTimeout)
-	if !deadline.IsZero() && deadline.Before(limit) {
-		limit = deadline
-	}
-	ctx, cancel := context.WithDeadline(ctx, limit)
-	defer cancel()
-	info, err := probe.Info(ctx, "cluster").Result()
-	if err != nil {
-		if limit.Equal(deadline) && !time.Now().Before(deadline) {
+	first := time.Now()
+	pause := 50 * time.Millisecond
+	var info string
+	for n := 1; ; n++ {
+		limit := time.Now().Add(connectTimeout)
+		if !deadline.IsZero() && deadline.Before(limit) {
+			limit = deadline
+		}
+		actx, cancel := context.WithDeadline(ctx, limit)
+		var err error
+		info, err = probe.Info(actx, "cluster").Result()
+		cancel()
+		if err == nil {
+			break
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+		if timedOut && !deadline.IsZero() && !time.Now().Before(deadline) {
 			//lint:ignore ST1005 Redis is a name; the message is a whole line on stderr
 			return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
 		}
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
+		if ctx.Err() != nil || !luart.Transient(err) || retryBy.IsZero() || time.Now().Add(pause).After(retryBy) {
+			if n > 1 {
+				return nil, fmt.Errorf("cannot reach Redis at %s: %w (%d attempts in %v)", where(opts), err, n, time.Since(first).Round(time.Millisecond))
+			}
+			return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
 	}
 	// Contexts bound every call, also on a Redis that stops answering.
 	opts.ContextTimeoutEnabled = true
@@ -177,7 +207,7 @@ func (p *pubsubFlag) Set(s string) error {
 // clientOptions reads the lualock.Options from the environment, and the
 // pub/sub kind from ps (-pubsub) when given.
 func clientOptions(ps *pubsubFlag) (lualock.Options, error) {
-	o := lualock.Options{WatchHolds: true} // a force unlock stops the command at once
+	var o lualock.Options // the hold tracker (on by default) stops the command within milliseconds of a loss
 	if v := os.Getenv(envPubSub); v != "" {
 		if err := o.PubSub.UnmarshalText([]byte(v)); err != nil {
 			return o, fmt.Errorf("%s=%q: want auto, plain, sharded or both", envPubSub, v)
@@ -231,4 +261,10 @@ func newLock(c *lualock.Client, name string, fair bool) *lualock.Lock {
 		return c.NewFairLock(name)
 	}
 	return c.NewLock(name)
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

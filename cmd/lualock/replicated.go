@@ -113,13 +113,13 @@ func (d *deployFlags) failover(opts *redis.Options) (*redis.FailoverOptions, err
 // dial connects as connect does, or, when Sentinels are named, to the
 // primary they name: one PING through them, without retries, within
 // connectTimeout and by deadline when set.
-func (d *deployFlags) dial(ctx context.Context, opts *redis.Options, deadline time.Time) (redis.UniversalClient, error) {
+func (d *deployFlags) dial(ctx context.Context, opts *redis.Options, deadline, retryBy time.Time) (redis.UniversalClient, error) {
 	fo, err := d.failover(opts)
 	if err != nil {
 		return nil, err
 	}
 	if fo == nil {
-		return connect(ctx, opts, deadline)
+		return connect(ctx, opts, deadline, retryBy)
 	}
 	limit := time.Now().Add(connectTimeout)
 	if !deadline.IsZero() && deadline.Before(limit) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock"
 )
 
@@ -24,7 +26,7 @@ const envPermit = "LUALOCK_PERMIT"
 // this one comes back when its lease runs out unrenewed. The permits are
 // shared with Redisson's RPermitExpirableSemaphore (4.x) of the same name
 // and counted with its RSemaphore.
-func runPermit(ctx context.Context, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, stdin io.Reader, stdout, stderr io.Writer) int {
+func runPermit(ctx context.Context, rdb redis.UniversalClient, client *lualock.Client, a *lockArgs, path string, deadline time.Time, watchdog time.Duration, ho handover, stdin io.Reader, stdout, stderr io.Writer) int {
 	sem := client.NewPermitExpirableSemaphore(a.name)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
@@ -95,6 +97,8 @@ wait:
 			_ = releasePermit()
 		}
 		return errorf(stderr, 128+signum(sig), "%v while waiting for a permit of semaphore %s", sig, a.name)
+	case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
+		return a.notObtained // as flock -n: the status says it
 	case errors.Is(err, lualock.ErrNotObtained):
 		detail := ""
 		if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
@@ -116,6 +120,8 @@ wait:
 	if a.lease.set {
 		lease = a.lease.d
 	}
+	info := startHolderInfo(rdb, holderKey(a.name, permit.ID()), permit.Context(), a.command, lease, !a.lease.set)
+	defer info.stop()
 	env := append(os.Environ(),
 		envName+"="+a.name,
 		envPermit+"="+permit.ID(),
@@ -126,5 +132,7 @@ wait:
 		_ = releasePermit()
 		return errorf(stderr, code, "%v", err)
 	}
+	ho.Permit = permit.ID()
+	sup.send(handoverLine(ho))
 	return supervise(sup, releasePermit, permit.Context(), a, sigs, stderr)
 }

@@ -48,20 +48,18 @@ func TestSemaphoreCommand(t *testing.T) {
 	}
 }
 
-// TestSemaphoreCommandHolderDies: a lualock killed with SIGKILL holding
-// the only permit: the next one gets it when the permit's lease (the
-// watchdog's, 1s here) runs out.
+// TestSemaphoreCommandHolderDies: a lualock killed with SIGKILL, with its
+// supervisor, holding the only permit: the next one gets it when the
+// permit's lease (the watchdog's, 1s here) runs out.
 func TestSemaphoreCommandHolderDies(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	env := []string{"LUALOCK_WATCHDOG_LEASE=1s"}
-	ready := readyFile(t)
-	holder := s.start(t, env, "lock", "-semaphore", "1", name, "--", "sh", "-c", `: > "$1"; sleep 30`, "sh", ready)
-	waitFile(t, ready)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	holder := s.start(t, env, "lock", "-semaphore", "1", name, "--", "sh", "-c", `echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30`, "sh", pidFile)
+	cmdPID := readPIDs(t, pidFile)[0]
 	time.Sleep(500 * time.Millisecond) // renewed at least once
-	if err := syscall.Kill(-holder.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killHolderAndSupervisor(t, holder, cmdPID)
 	killed := time.Now()
 	holder.wait(t, 5*time.Second)
 	p, code := s.run(t, nil, "lock", "-semaphore", "1", "-wait", "10s", name, "--", "true")

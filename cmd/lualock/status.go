@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +31,11 @@ type lockStatus struct {
 	// (C:H:write).
 	Mode    string   `json:"mode,omitempty"`
 	Holders []holder `json:"holders"`
+	// Available is a semaphore's count of available permits; absent for a
+	// lock. Its holders are then the permits taken (field: the permit's
+	// id, holds 1), with their deadlines in Permits.
+	Available *int64   `json:"available,omitempty"`
+	Permits   []waiter `json:"permits,omitempty"`
 	// Queue lists the waiters of a fair lock, first first; empty for a
 	// reentrant lock or a fair lock nobody waits for.
 	Queue []waiter `json:"queue"`
@@ -73,7 +80,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(name); err != nil {
 		return usagef(stderr, "status: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, _, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "status: bad -addr: %v", err)
 	}
@@ -86,7 +93,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if _, err := deploy.failover(opts); err != nil {
 		return usagef(stderr, "status: %v", err)
 	}
-	rdb, err := deploy.dial(ctx, opts, time.Time{})
+	rdb, err := deploy.dial(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
@@ -128,8 +135,11 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		now = p.Time(ctx)
 		return nil
 	})
+	if t := typ.Val(); typ.Err() == nil && t == "string" {
+		return readSemaphoreStatus(ctx, rdb, name)
+	}
 	if t := typ.Val(); typ.Err() == nil && t != "hash" && t != "none" {
-		return nil, fmt.Errorf("key %q is a %s, not a lock (a hash)", name, t)
+		return nil, fmt.Errorf("key %q is a %s, not a lock (a hash) nor a semaphore (a string)", name, t)
 	}
 	if err != nil {
 		return nil, err
@@ -147,23 +157,10 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		st.Holders = append(st.Holders, holder{Field: f, Holds: n})
 	}
 	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Field < st.Holders[j].Field })
-	if len(st.Holders) > 0 {
-		// Who the holders are, when they are lualock processes: a second
-		// read, since the keys depend on the fields.
-		keys := make([]string, len(st.Holders))
-		for i, h := range st.Holders {
-			keys[i] = holderKey(name, h.Field)
-		}
-		infos, err := mget(ctx, rdb, keys)
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range infos {
-			var hi holderInfo
-			if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
-				st.Holders[i].Lualock = &hi
-			}
-		}
+	// Who the holders are, when they are lualock processes: a second read,
+	// since the keys depend on the fields.
+	if err := readRecords(ctx, rdb, st, func(h holder) string { return recordField(st.Mode, h.Field) }); err != nil {
+		return nil, err
 	}
 	if typ.Val() == "hash" {
 		st.Locked = true
@@ -190,6 +187,67 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 	return st, nil
 }
 
+// readSemaphoreStatus reads a semaphore: its available permits and, for a
+// permit-expirable one, the permits taken with their deadlines and the
+// records of the lualock processes that hold them. It only reads.
+func readSemaphoreStatus(ctx context.Context, rdb redis.UniversalClient, name string) (*lockStatus, error) {
+	var (
+		avail   *redis.StringCmd
+		permits *redis.ZSliceCmd
+		now     *redis.TimeCmd
+	)
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		avail = p.Get(ctx, name)
+		permits = p.ZRangeWithScores(ctx, keys.Suffix(name, "timeout"), 0, -1)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(avail.Val(), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("key %q is a string, not a lock (a hash) nor a semaphore (a count of permits)", name)
+	}
+	st := &lockStatus{Name: name, Available: &n, Holders: []holder{}, Queue: []waiter{}, ServerTime: now.Val().UnixMilli()}
+	for _, z := range permits.Val() {
+		raw, _ := z.Member.(string)
+		id := hex.EncodeToString([]byte(raw))
+		d := int64(z.Score)
+		rem := d - st.ServerTime
+		st.Permits = append(st.Permits, waiter{ID: id, DeadlineMS: &d, RemainingMS: &rem})
+		st.Holders = append(st.Holders, holder{Field: id, Holds: 1})
+	}
+	st.Locked = len(st.Holders) > 0
+	if err := readRecords(ctx, rdb, st, func(h holder) string { return h.Field }); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// readRecords reads the records of st's holders that are lualock
+// processes, each keyed by holderKey of st's name and field(holder).
+func readRecords(ctx context.Context, rdb redis.UniversalClient, st *lockStatus, field func(holder) string) error {
+	if len(st.Holders) == 0 {
+		return nil
+	}
+	keys := make([]string, len(st.Holders))
+	for i, h := range st.Holders {
+		keys[i] = holderKey(st.Name, field(h))
+	}
+	infos, err := mget(ctx, rdb, keys)
+	if err != nil {
+		return err
+	}
+	for i, v := range infos {
+		var hi holderInfo
+		if v != "" && json.Unmarshal([]byte(v), &hi) == nil {
+			st.Holders[i].Lualock = &hi
+		}
+	}
+	return nil
+}
+
 // mget reads string keys of one slot ("" for a missing one).
 func mget(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]string, error) {
 	vals, err := rdb.MGet(ctx, keys...).Result()
@@ -206,6 +264,10 @@ func mget(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]stri
 }
 
 func printStatus(w io.Writer, st *lockStatus) {
+	if st.Available != nil {
+		printSemaphore(w, st)
+		return
+	}
 	switch {
 	case !st.Locked:
 		fmt.Fprintf(w, "lock %s: not locked\n", st.Name)
@@ -242,4 +304,32 @@ func printStatus(w io.Writer, st *lockStatus) {
 		replicas = strconv.Itoa(st.Replicas)
 	}
 	fmt.Fprintf(w, "replica acknowledgement: %s; replicas of the primary: %s\n", st.ReplicaAck, replicas)
+}
+
+// recordField is the owner field under which a lualock process keeps the
+// record of the hold in lock hash field f (mode: the read-write lock's mode,
+// or ""): a writer's holds are counted in C:H:write, its record is C:H's.
+// A writer's own read holds (C:H beside C:H:write) share that record.
+func recordField(mode, f string) string {
+	if mode != "" {
+		return strings.TrimSuffix(f, writeSuffix)
+	}
+	return f
+}
+
+func printSemaphore(w io.Writer, st *lockStatus) {
+	fmt.Fprintf(w, "semaphore %s: %d permits available, %d taken\n", st.Name, *st.Available, len(st.Permits))
+	for i, p := range st.Permits {
+		left := "no expiry"
+		switch ms := *p.RemainingMS; {
+		case ms < 0:
+			left = "expired (given back at the next call)"
+		case ms < int64(100*365*24*time.Hour/time.Millisecond):
+			left = fmt.Sprintf("lease %v left", time.Duration(ms)*time.Millisecond)
+		}
+		fmt.Fprintf(w, "  permit %s  %s\n", p.ID, left)
+		if r := st.Holders[i].Lualock; r != nil {
+			fmt.Fprintf(w, "    lualock pid %d on %s since %s: %s\n", r.PID, r.Host, r.Since, r.Command)
+		}
+	}
 }

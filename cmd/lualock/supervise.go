@@ -8,12 +8,14 @@ package main
 // outlives it. The lualock process that holds the lock (the holder) talks to
 // the supervisor over two pipes:
 //
-//   - control, holder -> supervisor: "signal N" (forward signal N to the
+//   - control, holder -> supervisor: "hold JSON" (what the holder holds, a
+//     handover: see handover.go), "signal N" (forward signal N to the
 //     command's process group) and "stop" (the lock is lost: SIGTERM to every
 //     process of the command, SIGKILL after the grace time). End of file,
 //     which the kernel delivers whenever the holder dies, even by SIGKILL,
-//     means "the lock is no longer ours": SIGKILL to every process of the
-//     command, at once.
+//     means "the holder is gone": SIGKILL to every process of the command,
+//     at once, and once none is left the supervisor releases the hold the
+//     holder told it of, so that the next waiter gets it at once.
 //   - events, supervisor -> holder: "started PID", "error CODE MESSAGE" (the
 //     command could not be started), "exit STATUS" (the command and
 //     everything it started are gone; STATUS is the shell's view of the
@@ -241,6 +243,7 @@ func runSupervisor(args []string) int {
 	ctlLines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(ctl)
+		sc.Buffer(nil, 1<<20) // a "hold" line carries NAME, up to 64 KiB
 		for sc.Scan() {
 			ctlLines <- sc.Text()
 		}
@@ -257,6 +260,7 @@ func runSupervisor(args []string) int {
 	cleaning := false
 	var killAt time.Time
 	stopping, killing, orphaned := false, false, false
+	var held *handover // what the holder holds, once it said so
 	stop := func() {
 		if !stopping && !killing {
 			stopping = true
@@ -281,6 +285,10 @@ func runSupervisor(args []string) int {
 				}
 			case line == "stop":
 				stop()
+			case strings.HasPrefix(line, "hold "):
+				if h, err := parseHandover(strings.TrimPrefix(line, "hold ")); err == nil {
+					held = h
+				}
 			}
 		case <-tick.C:
 			sv.reap()
@@ -309,6 +317,10 @@ func runSupervisor(args []string) int {
 	}
 	if !orphaned {
 		fmt.Fprintf(ev, "exit %d\n", sv.status)
+	} else if held != nil {
+		// lualock died: nothing of the command is left, so the hold can go
+		// to the next waiter now rather than when its lease runs out.
+		held.giveBack(os.Stderr)
 	}
 	return exitOK
 }
@@ -376,10 +388,11 @@ func (sv *superv) signalAll(sig syscall.Signal) {
 }
 
 // alive reports whether a process of the command is left: one in its
-// group, or a live descendant of the supervisor.
+// group, or a descendant of the supervisor, even a zombie not reaped yet
+// (it still looks alive to others: the next holder must not see it).
 func (sv *superv) alive() bool {
 	sv.reap()
-	if len(descendants(os.Getpid())) > 0 {
+	if anyDescendant(os.Getpid()) {
 		return true
 	}
 	return groupAlive(sv.pgid)

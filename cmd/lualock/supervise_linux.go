@@ -25,7 +25,16 @@ func setParentDeathSignal(attr *syscall.SysProcAttr) {
 
 // descendants returns the live (not zombie) processes descended from root,
 // read from /proc.
-func descendants(root int) []int {
+func descendants(root int) []int { return walk(root, false) }
+
+// anyDescendant reports whether a process descended from root is left, a
+// zombie not reaped yet included: to another process it still looks alive
+// (kill -0 succeeds), so the command is not gone until it is reaped.
+func anyDescendant(root int) bool { return len(walk(root, true)) > 0 }
+
+// walk returns the processes descended from root, read from /proc, with the
+// zombies when zombies is set.
+func walk(root int, zombies bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -46,7 +55,7 @@ func descendants(root int) []int {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+		if len(f) < 2 || f[0] == "X" || f[0] == "Z" && !zombies {
 			continue
 		}
 		ppid, err := strconv.Atoi(f[1])

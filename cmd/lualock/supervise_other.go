@@ -15,3 +15,6 @@ func setParentDeathSignal(*syscall.SysProcAttr) {}
 
 // descendants is not known here: the process group stands for the tree.
 func descendants(int) []int { return nil }
+
+// anyDescendant is not known here: the process group stands for the tree.
+func anyDescendant(int) bool { return false }

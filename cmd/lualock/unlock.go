@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/internal/keys"
 )
@@ -29,7 +31,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	if err := lualock.CheckName(name); err != nil {
 		return usagef(stderr, "unlock: %v", clean(err))
 	}
-	opts, err := redisOptions(fs, *addr)
+	opts, _, err := redisOptions(fs, *addr)
 	if err != nil {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
@@ -45,7 +47,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := deploy.dial(ctx, opts, time.Time{})
+	rdb, err := deploy.dial(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
@@ -63,7 +65,19 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		}
 		*fair = n == 1
 	}
+	// A read-write lock (a hash with a mode) is force-unlocked as one, in
+	// its mode; a key of another type or shape goes to the lock's script,
+	// which leaves it as it is and says what it is (ErrWrongType). Each
+	// script checks the shape again, atomically.
 	lock := newLock(client, name, *fair)
+	switch mode, err := rdb.HGet(ctx, name, "mode").Result(); {
+	case err == nil && mode == "read":
+		lock = client.NewReadWriteLock(name).ReadLock()
+	case err == nil && mode == "write":
+		lock = client.NewReadWriteLock(name).WriteLock()
+	case err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return errorf(stderr, exitError, "%v", err)
+	}
 	deleted, err := lock.ForceUnlock(ctx)
 	switch {
 	case errors.Is(err, lualock.ErrInvalid):

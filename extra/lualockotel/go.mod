@@ -19,6 +19,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/lualock/lualock/luart v0.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -29,4 +30,8 @@ require (
 // Inside this repository the module builds against the lualock next to it.
 // A user's go.mod does not apply this replace: it needs a published lualock
 // version in the require above (see docs/RELEASING.md).
-replace github.com/lualock/lualock => ../..
+replace (
+	github.com/lualock/lualock => ../..
+	github.com/lualock/lualock/cmd/luagen => ../../cmd/luagen
+	github.com/lualock/lualock/luart => ../../luart
+)

@@ -26,7 +26,9 @@
 //	lualock.subscriptions       gauge      {channel}      client
 //	lualock.pubsub.connections  gauge      {connection}   client
 //
-// The attribute keys are lualock.kind (reentrant, fair), lualock.outcome
+// The attribute keys are lualock.kind (lualock.Kind's String: reentrant,
+// fair, read, write, fenced, spin, semaphore, permit, latch, multilock),
+// lualock.outcome
 // (see Outcome), lualock.reason (lualock.EndReason's String) and
 // lualock.client (Client.ID). Each acquisition is also a span,
 // "lualock.acquire", from the call's start to its return, a child of the
@@ -55,7 +57,7 @@ const (
 	OutcomeKey = attribute.Key("lualock.outcome")
 	ReasonKey  = attribute.Key("lualock.reason")
 	ClientKey  = attribute.Key("lualock.client")
-	LockKey    = attribute.Key("lualock.lock") // span attribute only
+	NameKey    = attribute.Key("lualock.name") // span attribute only: the object's name
 )
 
 // Option configures New.
@@ -92,10 +94,12 @@ type Instrumentation struct {
 
 	watched, waiters, subscriptions, conns metric.Int64ObservableGauge
 
-	// Attribute sets, made once so that recording allocates nothing.
-	byKindOutcome [2][numOutcomes]metric.MeasurementOption
-	byKind        [2]metric.MeasurementOption
-	byKindReason  [2][numReasons]metric.MeasurementOption
+	// Attribute sets, made once per kind so that recording allocates
+	// nothing; indexed by lualock.Kind (0 stands for a kind this module
+	// does not know, labelled "unknown").
+	byKindOutcome [numKinds][numOutcomes]metric.MeasurementOption
+	byKind        [numKinds]metric.MeasurementOption
+	byKindReason  [numKinds][numReasons]metric.MeasurementOption
 	renewOK       metric.MeasurementOption
 	renewErr      metric.MeasurementOption
 }
@@ -149,11 +153,13 @@ func OutcomeOf(err error) Outcome {
 
 const numReasons = int(lualock.LostOther) + 1
 
-var kindNames = [2]string{"reentrant", "fair"}
+// numKinds bounds the kinds with attribute sets made in advance.
+const numKinds = 16
 
-func kindOf(fair bool) int {
-	if fair {
-		return 1
+// kindOf is k's index in the attribute sets: 0 for a kind out of range.
+func kindOf(k lualock.Kind) int {
+	if int(k) < numKinds {
+		return int(k)
 	}
 	return 0
 }
@@ -176,19 +182,19 @@ func New(opts ...Option) (*Instrumentation, error) {
 	add := func(err error) { errs = append(errs, err) }
 	var err error
 	in.acquisitions, err = m.Int64Counter("lualock.acquisitions", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Lock, LockLease, TryLock and TryLockLease calls that returned, by outcome."))
+		metric.WithDescription("Acquisition calls that returned (a lock's Lock and TryLock, a semaphore's Acquire and TryAcquire, a latch's Await, ...), by kind and outcome."))
 	add(err)
 	in.acquireDur, err = m.Float64Histogram("lualock.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from an acquisition call's start to its return: the wait for the lock."))
+		metric.WithDescription("Time from an acquisition call's start to its return: the wait."))
 	add(err)
 	in.handoffs, err = m.Int64Counter("lualock.handoffs", metric.WithUnit("{handoff}"),
 		metric.WithDescription("Acquisitions that obtained the lock after waiting for another holder."))
 	add(err)
 	in.holdDur, err = m.Float64Histogram("lualock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time a handle held a lock, from the first hold's acquisition to the end of the last."))
+		metric.WithDescription("Time a lock handle held a lock (from the first hold's acquisition to the end of the last) or a permit was held."))
 	add(err)
 	in.holdsLost, err = m.Int64Counter("lualock.holds.lost", metric.WithUnit("{hold}"),
-		metric.WithDescription("Holds lost before their release, by reason."))
+		metric.WithDescription("Holds and permits lost before their release, by kind and reason."))
 	add(err)
 	in.renewals, err = m.Int64Counter("lualock.renewals", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds the watchdog renewed (outcome ok) or failed to renew (outcome error)."))
@@ -211,8 +217,8 @@ func New(opts ...Option) (*Instrumentation, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for k := range kindNames {
-		kind := KindKey.String(kindNames[k])
+	for k := range numKinds {
+		kind := KindKey.String(lualock.Kind(k).String())
 		in.byKind[k] = metric.WithAttributeSet(attribute.NewSet(kind))
 		for o := range numOutcomes {
 			in.byKindOutcome[k][o] = metric.WithAttributeSet(attribute.NewSet(kind, OutcomeKey.String(o.String())))
@@ -236,7 +242,7 @@ func (in *Instrumentation) acquire(ev lualock.AcquireEvent) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	k, o := kindOf(ev.Fair), OutcomeOf(ev.Err)
+	k, o := kindOf(ev.Kind), OutcomeOf(ev.Err)
 	// The call's context may be over (a give-up, a cancellation): record
 	// under one that is not, keeping its values (the parent span).
 	rctx := context.WithoutCancel(ctx)
@@ -247,7 +253,7 @@ func (in *Instrumentation) acquire(ev lualock.AcquireEvent) {
 	}
 	_, span := in.tracer.Start(rctx, "lualock.acquire",
 		trace.WithTimestamp(ev.Start), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(LockKey.String(ev.Lock), KindKey.String(kindNames[k]), OutcomeKey.String(o.String()),
+		trace.WithAttributes(NameKey.String(ev.Name), KindKey.String(lualock.Kind(k).String()), OutcomeKey.String(o.String()),
 			attribute.Bool("lualock.handoff", ev.Handoff)))
 	if o != Acquired && o != NotObtained {
 		span.SetStatus(codes.Error, ev.Err.Error())
@@ -256,7 +262,7 @@ func (in *Instrumentation) acquire(ev lualock.AcquireEvent) {
 }
 
 func (in *Instrumentation) holdEnd(ev lualock.HoldEndEvent) {
-	k, r := kindOf(ev.Fair), int(ev.Reason)
+	k, r := kindOf(ev.Kind), int(ev.Reason)
 	if r >= numReasons {
 		r = int(lualock.LostOther)
 	}
@@ -273,7 +279,7 @@ func (in *Instrumentation) renew(ev lualock.RenewEvent) {
 	if ev.Err != nil {
 		opt = in.renewErr
 	}
-	in.renewals.Add(ctx, int64(ev.Locks), opt)
+	in.renewals.Add(ctx, int64(ev.Holds), opt)
 	in.renewCalls.Add(ctx, 1, opt)
 }
 

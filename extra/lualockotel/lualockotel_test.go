@@ -108,19 +108,26 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
+// otelEnv starts a miniredis with a client on it and a meter provider
+// that a ManualReader reads; the test's cleanup stops them.
+func otelEnv(t *testing.T) (*miniredis.Miniredis, *redis.Client, *sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return mr, rdb, reader, mp
+}
+
 // TestInstrumentation: the values recorded for acquisitions (by kind and
 // outcome), their wait, handoffs, hold time, lost holds, renewals and the
 // client's gauges are read back through a ManualReader, and each
 // acquisition is a span.
 func TestInstrumentation(t *testing.T) {
 	ctx := t.Context()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
+	mr, rdb, reader, mp := otelEnv(t)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	defer tp.Shutdown(context.Background())
@@ -242,8 +249,127 @@ func TestInstrumentation(t *testing.T) {
 			t.Errorf("span %q from %v to %v, want lualock.acquire with a duration", s.Name(), s.StartTime(), s.EndTime())
 		}
 	}
-	if got := attrs(ended[0].Attributes()...); !got.HasValue(lualockotel.LockKey) {
-		t.Errorf("span attributes %v, want %s", got.ToSlice(), lualockotel.LockKey)
+	if got := attrs(ended[0].Attributes()...); !got.HasValue(lualockotel.NameKey) {
+		t.Errorf("span attributes %v, want %s", got.ToSlice(), lualockotel.NameKey)
+	}
+}
+
+// otelKind is one primitive of TestInstrumentation_kinds: take makes one
+// acquisition and returns how to release what it took (nil: nothing is
+// held); gone are the keys whose deletion loses it.
+type otelKind struct {
+	kind lualock.Kind
+	take func(ctx context.Context, c *lualock.Client, name string) (func() error, error)
+	gone func(name string) []string
+}
+
+// lockHandle is a *lualock.Lock or a *lualock.FencedLock.
+type lockHandle interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+}
+
+func lockOf(kind lualock.Kind, l func(c *lualock.Client, name string) lockHandle) otelKind {
+	return otelKind{kind: kind, gone: func(name string) []string { return []string{name} },
+		take: func(ctx context.Context, c *lualock.Client, name string) (func() error, error) {
+			h := l(c, name)
+			return func() error { return h.Unlock(ctx) }, h.Lock(ctx)
+		}}
+}
+
+// TestInstrumentation_kinds: every kind's acquisitions, and for what is
+// held its hold time and its losses, are recorded under its own
+// lualock.kind, read back through a ManualReader.
+func TestInstrumentation_kinds(t *testing.T) {
+	kinds := []otelKind{
+		lockOf(lualock.KindReentrant, func(c *lualock.Client, n string) lockHandle { return c.NewLock(n) }),
+		lockOf(lualock.KindFair, func(c *lualock.Client, n string) lockHandle { return c.NewFairLock(n) }),
+		lockOf(lualock.KindRead, func(c *lualock.Client, n string) lockHandle { return c.NewReadWriteLock(n).ReadLock() }),
+		lockOf(lualock.KindWrite, func(c *lualock.Client, n string) lockHandle { return c.NewReadWriteLock(n).WriteLock() }),
+		lockOf(lualock.KindFenced, func(c *lualock.Client, n string) lockHandle { return c.NewFencedLock(n) }),
+		lockOf(lualock.KindSpin, func(c *lualock.Client, n string) lockHandle { return c.NewSpinLock(n) }),
+		{kind: lualock.KindSemaphore, take: func(ctx context.Context, c *lualock.Client, n string) (func() error, error) {
+			s := c.NewSemaphore(n)
+			if _, err := s.TrySetPermits(ctx, 1); err != nil {
+				return nil, err
+			}
+			return nil, s.Acquire(ctx, 1)
+		}},
+		{kind: lualock.KindPermit, gone: func(n string) []string { return []string{n, "{" + n + "}:timeout"} },
+			take: func(ctx context.Context, c *lualock.Client, n string) (func() error, error) {
+				s := c.NewPermitExpirableSemaphore(n)
+				if _, err := s.TrySetPermits(ctx, 1); err != nil {
+					return nil, err
+				}
+				p, err := s.Acquire(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return func() error { return p.Release(ctx) }, nil
+			}},
+		{kind: lualock.KindLatch, take: func(ctx context.Context, c *lualock.Client, n string) (func() error, error) {
+			return nil, c.NewCountDownLatch(n).Await(ctx) // never set: open
+		}},
+		{kind: lualock.KindMultiLock, take: func(ctx context.Context, c *lualock.Client, n string) (func() error, error) {
+			m := c.NewMultiLock(c.NewLock(n+"-1"), c.NewLock(n+"-2"))
+			return func() error { return m.Unlock(ctx) }, m.Lock(ctx)
+		}},
+	}
+	if len(kinds) != len(lualock.Kinds()) {
+		t.Fatalf("the test covers %d kinds, lualock has %d", len(kinds), len(lualock.Kinds()))
+	}
+	for _, k := range kinds {
+		t.Run(k.kind.String(), func(t *testing.T) {
+			ctx := t.Context()
+			mr, rdb, reader, mp := otelEnv(t)
+			otl, err := lualockotel.New(lualockotel.WithMeterProvider(mp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := lualock.New(rdb, lualock.Options{WatchdogLease: 1500 * time.Millisecond, Observer: otl.Observer()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			kind := lualockotel.KindKey.String(k.kind.String())
+			name := "otel-" + k.kind.String()
+
+			release, err := k.take(ctx, c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if release != nil {
+				if err := release(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if k.gone != nil {
+				if _, err := k.take(ctx, c, name); err != nil {
+					t.Fatal(err)
+				}
+				for _, key := range k.gone(name) {
+					mr.Del(key)
+				}
+				waitUntil(t, func() bool {
+					return sum(t, collected(t, reader), "lualock.holds.lost", attrs(kind, lualockotel.ReasonKey.String("lost_gone"))) == 1
+				})
+			}
+
+			data := collected(t, reader)
+			acquired := int64(1)
+			if k.gone != nil {
+				acquired = 2
+			}
+			if got := sum(t, data, "lualock.acquisitions", attrs(kind, lualockotel.OutcomeKey.String("acquired"))); got != acquired {
+				t.Errorf("lualock.acquisitions{%s, acquired} = %d, want %d", kind.Value.AsString(), got, acquired)
+			}
+			if k.gone == nil {
+				return
+			}
+			if n, _ := hist(t, data, "lualock.hold.duration", attrs(kind, lualockotel.ReasonKey.String("released"))); n != 1 {
+				t.Errorf("lualock.hold.duration{%s, released}: count %d, want 1", kind.Value.AsString(), n)
+			}
+		})
 	}
 }
 

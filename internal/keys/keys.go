@@ -17,11 +17,11 @@ const MaxName = 64 << 10
 // Key prefixes of the protocol, as Redisson spells them, and the lualock
 // command's own holder prefix.
 const (
-	ChannelPrefix = "redisson_lock__channel"
-	LatchPrefix   = "redisson_unlock_latch"
-	QueuePrefix   = "redisson_lock_queue"
-	TimeoutPrefix = "redisson_lock_timeout"
-	HolderPrefix  = "lualock_holder"
+	ChannelPrefix     = "redisson_lock__channel"
+	UnlockLatchPrefix = "redisson_unlock_latch" // a lock release's unlock latch: tag(prefix, N) + ":" + C + ":" + request
+	QueuePrefix       = "redisson_lock_queue"
+	TimeoutPrefix     = "redisson_lock_timeout"
+	HolderPrefix      = "lualock_holder"
 
 	// The read-write and fenced locks (PROTOCOL-PRIMITIVES.md sections 2 and 3).
 	RWLockPrefix = "redisson_rwlock"     // the read-write lock's channel
@@ -32,10 +32,10 @@ const (
 // to 6): Redisson's channels, and the keys only lualock uses (Redisson's
 // clients never read them).
 const (
-	SemaphoreChannelPrefix = "redisson_sc"
-	LatchChannelPrefix     = "redisson_countdownlatch__channel__"
-	RequestPrefix          = "lualock_request"
-	ClaimPrefix            = "lualock_semaphore_claim"
+	SemaphoreChannelPrefix      = "redisson_sc"
+	CountDownLatchChannelPrefix = "redisson_countdownlatch__channel__"
+	RequestLatchPrefix          = "lualock_request" // the unlock latch of a semaphore's or a count-down latch's call: tag(prefix, N) + ":" + request
+	ClaimPrefix                 = "lualock_semaphore_claim"
 )
 
 // RWTimeoutPrefix is the prefix P of a read-write lock's read hold timeout
@@ -53,24 +53,23 @@ func RWTimeoutPrefix(name string) string {
 // semaphore's timeout set.
 func Suffix(name, suffix string) string { return RWTimeoutPrefix(name) + ":" + suffix }
 
-// Lock is the keys of one lock name: the reentrant lock uses Name, Channel
-// and LatchPrefix; the fair lock adds Queue and Timeouts.
+// Lock is the keys of one lock name: the reentrant lock uses Name and
+// Channel; the fair lock adds Queue and Timeouts. (Its unlock latches are
+// tag(UnlockLatchPrefix, Name) + ":" + C + ":" + request.)
 type Lock struct {
-	Name        string // the lock's hash
-	Channel     string // its release channel
-	LatchPrefix string // prefix of its unlock latches: LatchPrefix + C + ":" + request
-	Queue       string // the fair lock's queue of waiters
-	Timeouts    string // the fair lock's sorted set of waiters' deadlines
+	Name     string // the lock's hash
+	Channel  string // its release channel
+	Queue    string // the fair lock's queue of waiters
+	Timeouts string // the fair lock's sorted set of waiters' deadlines
 }
 
 // Of returns the keys of lock name.
 func Of(name string) Lock {
 	return Lock{
-		Name:        name,
-		Channel:     Tag(ChannelPrefix, name),
-		LatchPrefix: Tag(LatchPrefix, name) + ":",
-		Queue:       Tag(QueuePrefix, name),
-		Timeouts:    Tag(TimeoutPrefix, name),
+		Name:     name,
+		Channel:  Tag(ChannelPrefix, name),
+		Queue:    Tag(QueuePrefix, name),
+		Timeouts: Tag(TimeoutPrefix, name),
 	}
 }
 

@@ -13,16 +13,19 @@ func TestOf(t *testing.T) {
 		name string
 		want keys.Lock
 	}{
-		{"a", keys.Lock{Name: "a", Channel: "redisson_lock__channel:{a}", LatchPrefix: "redisson_unlock_latch:{a}:",
+		{"a", keys.Lock{Name: "a", Channel: "redisson_lock__channel:{a}",
 			Queue: "redisson_lock_queue:{a}", Timeouts: "redisson_lock_timeout:{a}"}},
-		{"x{t}y", keys.Lock{Name: "x{t}y", Channel: "redisson_lock__channel:x{t}y", LatchPrefix: "redisson_unlock_latch:x{t}y:",
+		{"x{t}y", keys.Lock{Name: "x{t}y", Channel: "redisson_lock__channel:x{t}y",
 			Queue: "redisson_lock_queue:x{t}y", Timeouts: "redisson_lock_timeout:x{t}y"}},
 	} {
+		if got, want := keys.Tag(keys.UnlockLatchPrefix, tc.name), "redisson_unlock_latch:"+tc.want.Channel[len("redisson_lock__channel:"):]; got != want {
+			t.Errorf("unlock latch prefix of %q = %q, want %q", tc.name, got, want)
+		}
 		if got := keys.Of(tc.name); got != tc.want {
 			t.Errorf("Of(%q) = %+v, want %+v", tc.name, got, tc.want)
 		}
 		k := keys.Of(tc.name)
-		for _, key := range []string{k.Channel, k.Queue, k.Timeouts, k.LatchPrefix + "c:1", k.WaiterChannel("c:1"), keys.Holder(tc.name, "c:1")} {
+		for _, key := range []string{k.Channel, k.Queue, k.Timeouts, keys.Tag(keys.UnlockLatchPrefix, tc.name) + ":c:1", k.WaiterChannel("c:1"), keys.Holder(tc.name, "c:1")} {
 			if keys.Slot(key) != keys.Slot(k.Name) {
 				t.Errorf("%q is in slot %d, the lock %q in %d", key, keys.Slot(key), k.Name, keys.Slot(k.Name))
 			}

@@ -301,6 +301,18 @@ func (e *Entry) Stop() {
 	e.paused, e.stopped = true, true
 }
 
+// Renewed returns when e's lease was last set: the sending of the call
+// that set it (zero for an entry never added).
+func (e *Entry) Renewed() time.Time {
+	w := e.w.Load()
+	if w == nil {
+		return time.Time{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return e.renewed
+}
+
 // Remove forgets e. It returns true when e was live: its onEnd is then
 // never called. It returns false when e had ended already (its onEnd has
 // been called or is being called), was removed before, or was never added.

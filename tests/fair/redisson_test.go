@@ -111,6 +111,7 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 			waitMS  = 300_000 // Redisson's default wait budget, and lualock's
 		)
 		name := backends.UniqueName(t)
+		canary := backends.StartCanary(t, 5*time.Millisecond, rdb)
 		k := keysOf(name)
 		keys := []string{k.lock, k.queue, k.timeouts, k.channel}
 		// The foreign scripts are Redisson 3.16.8's, which publish with
@@ -223,10 +224,13 @@ func TestFairLock_Lock_redissonInterop(t *testing.T) {
 		}
 		select {
 		case at := <-woken:
-			if lat := at.Sub(unlocked); lat > 50*time.Millisecond {
-				t.Errorf("foreign waiter woken %v after go-A's Unlock, want < 50ms", lat)
+			// 50ms, + the release's round trip and two wake-ups (the
+			// message's reader, the foreign waiter) as a canary measured
+			// them in this test.
+			if lat, load := at.Sub(unlocked), canary.Allowance(2, 1); lat > 50*time.Millisecond+load {
+				t.Errorf("foreign waiter woken %v after go-A's Unlock, want < 50ms + %v for the load (%v)", lat, load, canary)
 			} else {
-				t.Logf("foreign waiter woken %v after go-A's Unlock", lat)
+				t.Logf("foreign waiter woken %v after go-A's Unlock (%v)", lat, canary)
 			}
 		case <-time.After(5 * time.Second):
 			t.Errorf("foreign waiter not woken within 5s of go-A's Unlock")

@@ -23,9 +23,11 @@ import (
 // miniredis, whose Lua is slower by two orders), 90 s.
 func rwOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient, n names) {
 	const readers, writers = 8, 4
-	perReader, perWriter := 200, 100
+	// -short: a quarter of the acquisitions (miniredis runs the Lua in
+	// this process, under -race: 40 and 20 took 19s of the quick loop).
+	perReader, perWriter := backends.Scale(200, 50), backends.Scale(100, 25)
 	if b.Mini() {
-		perReader, perWriter = 40, 20
+		perReader, perWriter = backends.Scale(40, 10), backends.Scale(20, 5)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

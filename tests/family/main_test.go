@@ -5,7 +5,9 @@
 // standalone redis-server and a 3-master cluster (tests/harness). Each test
 // checks the exact keys, fields, values, expiries and messages that
 // docs/PROTOCOL-PRIMITIVES.md (sections 2, 3 and 8) gives, so
-// that Redisson's clients read what these scripts write.
+// that Redisson's clients read what these scripts write. forceunlock_test.go
+// checks that every force release (and the semaphore's drain) leaves a key
+// that is not its object as it was.
 package family
 
 import (

@@ -18,21 +18,26 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// slowReplies is a go-redis hook that, while armed, holds back the reply
-// of one script's EVALSHA for delay after the script ran.
-type slowReplies struct {
+// heldReplies is a go-redis hook that, while armed, holds back the reply
+// of one script's EVALSHA that ran (not a NOSCRIPT nor another error)
+// until until() holds (it polls it), or for at most limit.
+type heldReplies struct {
 	backends.PassHook
-	sha   string
-	delay time.Duration
-	armed atomic.Bool
+	sha      string
+	until    func() bool
+	limit    time.Duration
+	armed    atomic.Bool
+	timedOut atomic.Bool // a reply was let go at limit, until() still false
 }
 
-func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *heldReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if h.armed.Load() && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.sha {
-			time.Sleep(h.delay)
+		if err == nil && h.armed.Load() && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.sha {
+			if !backends.Eventually(h.limit, h.until) {
+				h.timedOut.Store(true)
+			}
 		}
 		return err
 	}
@@ -42,11 +47,33 @@ func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // the lock but its reply is still on the way when a renewal finds the lock
 // gone. That is a normal Unlock, not a loss: Unlock returns nil, the hold
 // ends with ErrNotHeld, and the handle can lock again.
+//
+// The release's reply is held back until the watchdog has dropped the
+// lock, which during a release only a renewal finding it gone does: the
+// race happens in every round by construction, not by timing. The lease
+// is long (a renewal every second) so that the renewal that finds the lock
+// gone lands long before the lease, counted from the last renewal that
+// found it held, runs out by the client's clock: that Expired would end
+// the hold with a loss whatever the release's reply, and on a loaded
+// machine a 150ms lease left only tens of milliseconds for it.
 func testUnlockRacesRenewal(t *testing.T, rdb redis.UniversalClient) {
 	ctx := t.Context()
-	const lease = 150 * time.Millisecond // renewals every 50ms
-	slow := &slowReplies{sha: generated.LockReleaseSHA1, delay: 4 * lease / 3}
-	c := backends.NewClient(t, backends.Hooked(t, rdb, slow), lualock.Options{WatchdogLease: lease})
+	const lease = 3 * time.Second
+	var c *lualock.Client
+	var renewals atomic.Int64 // renewal calls answered, errors apart
+	held := &heldReplies{
+		sha:   generated.LockReleaseSHA1,
+		until: func() bool { return c.Stats().Watched == 0 },
+		limit: 5 * lease,
+	}
+	c = backends.NewClient(t, backends.Hooked(t, rdb, held), lualock.Options{
+		WatchdogLease: lease,
+		Observer: lualock.Observer{Renew: func(e lualock.RenewEvent) {
+			if e.Err == nil {
+				renewals.Add(1)
+			}
+		}},
+	})
 	name := backends.UniqueName(t)
 	l := c.NewLock(name)
 	backends.UnlockLater(t, l)
@@ -55,11 +82,18 @@ func testUnlockRacesRenewal(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("round %d: Lock after a normal Unlock: %v", round, err)
 		}
 		hold := l.Context()
-		slow.armed.Store(true)
-		err := l.Unlock(ctx) // the reply comes back after four renewal periods
-		slow.armed.Store(false)
+		before := renewals.Load()
+		held.armed.Store(true)
+		err := l.Unlock(ctx) // the reply comes back once a renewal found the lock gone
+		held.armed.Store(false)
 		if err != nil {
 			t.Fatalf("round %d: Unlock: %v", round, err)
+		}
+		if held.timedOut.Load() {
+			t.Fatalf("round %d: the watchdog still renewed the lock %v after its release ran", round, held.limit)
+		}
+		if n := renewals.Load() - before; n < 1 {
+			t.Fatalf("round %d: %d renewal calls answered during the release, want at least 1 (the one that found the lock gone)", round, n)
 		}
 		if cause := context.Cause(hold); !errors.Is(cause, lualock.ErrNotHeld) {
 			t.Errorf("round %d: cause after a normal Unlock = %v, want ErrNotHeld", round, cause)

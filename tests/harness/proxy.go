@@ -76,6 +76,10 @@ func (p *Proxy) CutLink() { p.linkCut.Store(true) }
 // RestoreLink undoes CutLink.
 func (p *Proxy) RestoreLink() { p.linkCut.Store(false) }
 
+// Restore ends Blackhole: bytes flow again on the open connections (what
+// was dropped meanwhile stays lost) and on new ones.
+func (p *Proxy) Restore() { p.dark.Store(false) }
+
 // Close stops the proxy and closes every connection it carries, and waits
 // for its goroutines.
 func (p *Proxy) Close() {

@@ -30,11 +30,19 @@ const foreignField = "6b8f1e52-0000-4000-8000-000000000001:1"
 // both (here from LUALOCK_PUBSUB) hears either. A release not heard leaves
 // the command waiting for its fallback timer (10s): it is stopped after
 // deafFor.
+//
+// The command's start is read from its own output (date), so the bound
+// covers lualock's wake-up, its lock, and the start of a process: under
+// load a process start alone takes hundreds of milliseconds, so wakeBound
+// grows by what a whole lualock run on a free lock took in the same test
+// (cliCost), and lualock may take up to heardBy to exit, still well before
+// the fallback timer.
 func TestCLI_pubsub(t *testing.T) {
 	const deafFor = 500 * time.Millisecond
 	for i, newBackend := range backends(t) {
 		t.Run(backendNames[i], func(t *testing.T) {
 			b := newBackend(t)
+			bound := wakeBound + cliCost(t, b)
 			auto := "publish"
 			if b.cluster {
 				auto = "spublish"
@@ -62,7 +70,9 @@ func TestCLI_pubsub(t *testing.T) {
 				d, woke := cliWait(t, b, c.flag, c.env, c.cmd, c.fair, c.hears, deafFor)
 				switch {
 				case c.hears && !woke:
-					t.Errorf("%s: the command did not start within %v", what, wakeBound)
+					t.Errorf("%s: lualock did not exit within %v", what, heardBy)
+				case c.hears && d > bound:
+					t.Errorf("%s: the command started %v after the release, want within %v", what, d, bound)
 				case c.hears:
 					lat = append(lat, d)
 				case woke:
@@ -72,6 +82,26 @@ func TestCLI_pubsub(t *testing.T) {
 			t.Logf("command start after a heard foreign release: p50 %v, max %v (%d releases)", pct(lat, 0.5).Round(10*time.Microsecond), pct(lat, 1).Round(10*time.Microsecond), len(lat))
 		})
 	}
+}
+
+// heardBy is how long a lualock that heard a release may take to exit:
+// far less than its 10s fallback timer, far more than a loaded machine
+// takes to start its command and exit.
+const heardBy = 5 * time.Second
+
+// cliCost runs lualock once on a free lock of b (start, connect, lock, run
+// true, release, exit) and returns how long that took: what the machine's
+// load costs a process start in this test.
+func cliCost(t *testing.T, b backend) time.Duration {
+	t.Helper()
+	start := time.Now()
+	p := startCLI(t, nil, "lock", "-addr", b.addrs[0], uniqueName(t)+":canary", "--", "true")
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("canary run of lualock: exit %d: %s", code, p.stderr.String())
+	}
+	cost := time.Since(start)
+	t.Logf("canary: a whole lualock run on a free lock took %v", cost)
+	return cost
 }
 
 func other(cmd string) string {
@@ -115,7 +145,7 @@ func cliWait(t *testing.T, b backend, flag, env, cmd string, fair, hears bool, d
 	if err := foreignRelease.Run(ctx, rdb, []string{name, ch}, cmd).Err(); err != nil {
 		t.Fatal(err)
 	}
-	limit := wakeBound
+	limit := heardBy
 	if !hears {
 		limit = deafFor
 	}

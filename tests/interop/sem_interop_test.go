@@ -174,7 +174,7 @@ func (g semGo) release(ctx context.Context, n int64) (int64, error) {
 func (g semGo) available(t *testing.T) int64 {
 	t.Helper()
 	v, err := generated.SemaphoreAvailable(context.Background(), g.s.b.rdb,
-		generated.SemaphoreAvailableKeys{Sem: g.name}, generated.SemaphoreAvailableArgs{})
+		generated.SemaphoreAvailableKeys{Sem: g.name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func (l latchGo) countDown(t *testing.T) int64 {
 
 func (l latchGo) count(t *testing.T) int64 {
 	t.Helper()
-	v, err := generated.LatchCount(context.Background(), l.s.b.rdb, generated.LatchCountKeys{Latch: l.name}, generated.LatchCountArgs{})
+	v, err := generated.LatchCount(context.Background(), l.s.b.rdb, generated.LatchCountKeys{Latch: l.name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,8 +133,8 @@ func TestFairScripts(t *testing.T) {
 		wantLatch(t, rdb, l.latch("req-2"), "0")
 		wantMessages(t, rdb, ps, false, l.channel)
 
-		// Force release: true, lock gone, the holder told on the lock's
-		// channel (for Options.WatchHolds), the head (c4) woken.
+		// Force release: true, lock gone, a message on the lock's
+		// channel (as lock_force_release), the head (c4) woken.
 		ok, err = fairForce(rdb, l)
 		if err != nil || !ok {
 			t.Fatalf("force release = %v, %v; want true", ok, err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lualock/lualock/gen"
+	"github.com/lualock/lualock/cmd/luagen/gen"
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/luart"
 	"github.com/lualock/lualock/tests/internal/backends"

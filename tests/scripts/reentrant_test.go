@@ -107,11 +107,13 @@ func TestLockAcquire(t *testing.T) {
 	})
 }
 
-// TestLockRelease_holdsPastLatch: a release resent after its latch
-// expired names the same hold count as the first; the script sees the count
-// one lower already and replays "holds remain" instead of releasing a
-// second hold. Without a count (0) it releases, as before. Both the
-// reentrant and the fair release.
+// TestLockRelease_holdsPastLatch: a release resent names the same hold
+// count as the first; the script sees the count one lower already and
+// replays "holds remain" instead of releasing a second hold, with no latch
+// (a release with a count that leaves holds writes none). Without a count
+// (0) it releases, as before. The last hold's release is latched and its
+// resend replays "released" until the latch goes. Both the reentrant and
+// the fair release.
 func TestLockRelease_holdsPastLatch(t *testing.T) {
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -135,9 +137,9 @@ func TestLockRelease_holdsPastLatch(t *testing.T) {
 			if got := wantInt(t, "release 3 -> 2")(release("req-1", 3)); got != 0 {
 				t.Fatalf("fair=%v: release = %d, want 0", fair, got)
 			}
-			if err := rdb.Del(ctx, l.latch("req-1")).Err(); err != nil { // the latch expires
-				t.Fatal(err)
-			}
+			// With a count, a release that leaves holds writes no latch:
+			// the count replays it.
+			backends.WantGone(t, rdb, l.latch("req-1"))
 			if got := wantInt(t, "the same release past its latch")(release("req-1", 3)); got != 0 {
 				t.Fatalf("fair=%v: resent release = %d, want 0 (replayed)", fair, got)
 			}
@@ -151,6 +153,26 @@ func TestLockRelease_holdsPastLatch(t *testing.T) {
 				t.Fatalf("fair=%v: last release = %d, want 1", fair, got)
 			}
 			backends.WantGone(t, rdb, l.name)
+			// The last hold's release is latched: its resend replays
+			// "released", also once another owner holds the lock.
+			wantLatch(t, rdb, l.latch("req-3"), "1")
+			if fair {
+				wantZero(t, "another owner")(fairAcquire(rdb, l, "c2:1", 1))
+			} else {
+				wantZero(t, "another owner")(acquire(rdb, l, "c2:1", 1, leaseMS))
+			}
+			if got := wantInt(t, "last release resent")(release("req-3", 1)); got != 1 {
+				t.Fatalf("fair=%v: resent last release = %d, want 1 (replayed)", fair, got)
+			}
+			// Past its latch the resend finds nothing: nil, nothing changed.
+			if err := rdb.Del(ctx, l.latch("req-3")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			wantNil(t, "last release resent past its latch")(release("req-3", 1))
+			backends.WantHash(t, rdb, l.name, map[string]string{"c2:1": "1"})
+			if err := rdb.Del(ctx, l.name).Err(); err != nil {
+				t.Fatal(err)
+			}
 			// A negative count is refused.
 			_, err := release("req-4", -1)
 			wantScriptErr(t, "negative holds", err, map[bool]string{false: "lock_release", true: "fair_release"}[fair], "holds must be a whole number")

@@ -75,6 +75,9 @@ func (h *attempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestSemaphoreAPI_claimNoPolling(t *testing.T) {
 	for _, kind := range []string{"plain", "expirable"} {
 		t.Run(kind, func(t *testing.T) {
+			if testing.Short() {
+				t.Parallel() // the quick loop: each kind waits 3s per backend, on names of its own
+			}
 			forEachBackend(t, func(t *testing.T, b backend) {
 				c := ctx(t)
 				cl := newClient(t, b, lualock.Options{MaxWaitTimer: 20 * time.Second})

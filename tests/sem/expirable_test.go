@@ -235,8 +235,10 @@ func TestExpirable_badInput(t *testing.T) {
 }
 
 // TestExpirable_resent: an acquire sent again with the same ids takes
-// nothing more; a release sent again with its request id replays "released"
-// instead of "not held"; an extend sent again sets the same lease.
+// nothing more, and sets their deadlines again from its own time (the
+// caller counts the lease from the resend); a release sent again with its
+// request id replays "released" instead of "not held"; an extend sent
+// again sets the same lease.
 func TestExpirable_resent(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		c := ctx(t)
@@ -244,9 +246,17 @@ func TestExpirable_resent(t *testing.T) {
 		must(t)(s.plain().trySet(c, 3, 0, requestKey(s.k.name)))
 		id1, id2 := newID(), newID()
 		expect(t, "acquire", 0)(s.acquire(c, 60_000, id1, id2))
+		first := b.rdb.ZScore(c, s.k.timeouts, string(id1)).Val()
+		const gap = 20 * time.Millisecond
+		time.Sleep(gap) // Redis's TIME moves on at least as much
 		expect(t, "acquire resent", 0)(s.acquire(c, 60_000, id1, id2))
 		if av, held := s.available(t, c); av != 1 || held != 2 {
 			t.Fatalf("available, held = %d, %d after a resent acquire; want 1, 2", av, held)
+		}
+		for _, id := range [][]byte{id1, id2} {
+			if again := b.rdb.ZScore(c, s.k.timeouts, string(id)).Val(); again < first+float64(gap.Milliseconds()) {
+				t.Fatalf("deadline after a resend %v later = %.0f, the first send's %.0f: want it set again from the resend's time", gap, again, first)
+			}
 		}
 		expect(t, "extend", 2)(s.extend(c, 120_000, id1, id2))
 		expect(t, "extend resent", 2)(s.extend(c, 120_000, id1, id2))

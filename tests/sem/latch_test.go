@@ -36,7 +36,7 @@ func (l latchOps) countDown(ctx context.Context, req string) (int64, error) {
 }
 
 func (l latchOps) count(ctx context.Context) (int64, error) {
-	return generated.LatchCount(ctx, l.b.rdb, generated.LatchCountKeys{Latch: l.name}, generated.LatchCountArgs{})
+	return generated.LatchCount(ctx, l.b.rdb, generated.LatchCountKeys{Latch: l.name})
 }
 
 // TestLatch_layout: Redisson's layout: N a string count without TTL, "1"

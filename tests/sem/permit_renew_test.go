@@ -32,7 +32,7 @@ func TestPermitRenew_batched(t *testing.T) {
 		cl, err := lualock.New(b.rdb, lualock.Options{WatchdogLease: lease, Observer: lualock.Observer{
 			Renew: func(ev lualock.RenewEvent) {
 				mu.Lock()
-				most = max(most, ev.Locks)
+				most = max(most, ev.Holds)
 				if ev.Err != nil {
 					t.Logf("renewal call: %v (%v)", ev.Err, ev.Took)
 				}

@@ -56,7 +56,7 @@ func (s semOps) add(ctx context.Context, delta int64, req string) (int64, error)
 }
 
 func (s semOps) available(ctx context.Context) (int64, error) {
-	return generated.SemaphoreAvailable(ctx, s.b.rdb, generated.SemaphoreAvailableKeys{Sem: s.k.name}, generated.SemaphoreAvailableArgs{})
+	return generated.SemaphoreAvailable(ctx, s.b.rdb, generated.SemaphoreAvailableKeys{Sem: s.k.name})
 }
 
 func (s semOps) drain(ctx context.Context, req string) (int64, error) {

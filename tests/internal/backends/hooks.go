@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -77,12 +78,16 @@ func (h *FailScript) matches(args []any) bool {
 // LoseReplies lets the next Left EVALSHA calls of one script run and then
 // reports io.EOF to the caller, as a connection that breaks after the
 // write: the script's effect is in Redis, its reply is lost. Lost counts
-// the replies lost so far.
+// the replies lost so far. With a Delay, the loss is reported that long
+// after the script ran (a connection that hangs, then breaks); LastLoss
+// tells when the caller was told.
 type LoseReplies struct {
 	PassHook
-	SHA  string
-	Left atomic.Int32
-	Lost atomic.Int32
+	SHA   string
+	Delay time.Duration
+	Left  atomic.Int32
+	Lost  atomic.Int32
+	last  atomic.Pointer[time.Time]
 }
 
 // ProcessHook loses the matching replies while Left is above zero.
@@ -92,10 +97,22 @@ func (h *LoseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.SHA &&
 			(err == nil || errors.Is(err, redis.Nil)) && h.Left.Add(-1) >= 0 {
+			time.Sleep(h.Delay)
+			now := time.Now()
+			h.last.Store(&now)
 			h.Lost.Add(1)
 			cmd.SetErr(io.EOF)
 			return io.EOF
 		}
 		return err
 	}
+}
+
+// LastLoss returns when the last lost reply was reported to the caller:
+// every later send of the script began after it. Zero when none was lost.
+func (h *LoseReplies) LastLoss() time.Time {
+	if t := h.last.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }

@@ -1,0 +1,754 @@
+// Package track tells a holder within milliseconds that its hold is gone
+// from Redis, whatever removed it, through Redis's server-assisted
+// client-side caching (CLIENT TRACKING, RESP3 invalidation pushes).
+//
+// The tracker keeps one connection per node that holds watched keys (one
+// on a single server or behind Sentinel, one per primary of a cluster),
+// in RESP3 with tracking on in the default mode: Redis remembers the keys
+// the connection read and pushes an invalidation at their next change
+// (write, delete, expiry, eviction, FLUSHALL/FLUSHDB). An invalidation is
+// only a hint: the watched keys it names are checked with their spec's
+// read-only script on the same connection, which reads (and so tracks)
+// them again and says per key whether the hold is still there and how
+// long its lease has left. A hold found gone ends its watch and calls its
+// callback; a hold with a lease is checked again when the lease runs out
+// (an expired key is only deleted, and announced, when Redis gets to it).
+// A watch's first check is sent when it is added: a change between the
+// acquisition and the watch is seen by it. When the connection breaks,
+// every watch of the node is checked again on the next one (a restart
+// that lost the keys is seen when the server answers again); MOVED and
+// ASK replies move the watches to the node they name.
+//
+// The package knows nothing of locks: a target is a key, a field and a
+// spec.
+package track
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Spec is the check of one kind of hold: a read-only script (by its SHA1
+// and source) whose KEYS are keys of one slot and whose ARGV are their
+// fields, one per key, and whose reply has per key -3 (the key is of
+// another type: overwritten), -2 (the hold is gone), -1 (held, no expiry)
+// or the milliseconds its lease has left.
+type Spec struct {
+	Name, SHA1, Source string
+}
+
+// Target is what a watch checks: its field in its key, by spec.
+type Target struct {
+	Spec       *Spec
+	Key, Field string
+}
+
+// Loss is why a watched hold ended.
+type Loss int
+
+const (
+	// Gone: the field or the key is gone (deleted, expired, flushed,
+	// lost by a restart).
+	Gone Loss = iota
+	// Overwritten: the key holds another type now.
+	Overwritten
+)
+
+// Dialer is how the tracker reaches the node of a key.
+type Dialer struct {
+	// Addr returns the address of the node (the primary) that serves key.
+	Addr func(ctx context.Context, key string) (string, error)
+	// Dial opens a connection to addr (TLS included, when used).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Auth returns the credentials of HELLO (none when both are empty).
+	Auth func(ctx context.Context) (username, password string, err error)
+	// DB is the database to SELECT (0: none).
+	DB int
+	// Refresh, when not nil, is called after a node could not be reached,
+	// before the watches of that node are placed again by Addr (a
+	// cluster's slot map).
+	Refresh func(ctx context.Context)
+}
+
+// Config sets the tracker's bounds.
+type Config struct {
+	// Batch is the most keys per check call (default 100).
+	Batch int
+	// Slot groups the keys of one call (a cluster's slots); nil: one group.
+	Slot func(key string) int
+	// Ping is how often an idle connection with watches is probed
+	// (default 10s); Timeout, how long a reply may take before the
+	// connection is taken for dead (default 3s).
+	Ping, Timeout time.Duration
+	// MaxBackoff caps the wait between two attempts to connect, and
+	// before a check that failed is sent again (default 10ms).
+	MaxBackoff time.Duration
+}
+
+// Tracker watches holds. Its methods are safe for concurrent use.
+type Tracker struct {
+	d      Dialer
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	nodes  map[string]*node
+	closed bool
+}
+
+// New returns a tracker. It sends nothing until the first Watch.
+func New(d Dialer, cfg Config) *Tracker {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	if cfg.Ping <= 0 {
+		cfg.Ping = 10 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}}
+}
+
+// Watch is one watched hold.
+type Watch struct {
+	t      *Tracker
+	target Target
+	lost   func(Loss)
+
+	// under t.mu
+	n        *node
+	queued   bool // in n.queue
+	inflight bool // a check of it was sent and has no reply yet
+	stopped  bool
+	timer    *time.Timer // the next check at the end of its lease, or after a failure
+}
+
+// Watch starts watching target: lost is called once, on a goroutine of
+// the tracker, when a check finds the hold gone, unless Stop came first.
+// Its first check is sent at once. It returns nil after Close. It sends
+// nothing itself and does not wait: on a cluster (Config.Slot set) the
+// key's node is found on a goroutine of the tracker, since Addr may ask
+// Redis.
+func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
+	w := &Watch{t: t, target: target, lost: lost}
+	var addr string
+	var err error
+	if t.cfg.Slot == nil {
+		addr, err = t.d.Addr(t.ctx, target.Key)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return nil
+	case t.cfg.Slot != nil:
+		w.timer = time.AfterFunc(0, w.due)
+	case err != nil:
+		w.retry() // placed again after the backoff
+	default:
+		t.place(w, addr)
+	}
+	return w
+}
+
+// Stop ends the watch: lost is not called after it returns, unless it is
+// running.
+func (w *Watch) Stop() {
+	if w == nil {
+		return
+	}
+	t := w.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w.stopLocked()
+}
+
+func (w *Watch) stopLocked() {
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.n != nil {
+		w.n.remove(w)
+		w.n = nil
+	}
+}
+
+// place puts w on the node at addr and queues its check. t.mu is held.
+func (t *Tracker) place(w *Watch, addr string) {
+	n := t.nodes[addr]
+	if n == nil {
+		n = &node{t: t, addr: addr, watches: map[string][]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
+		t.nodes[addr] = n
+		t.wg.Add(1)
+		go n.run()
+	}
+	if w.n != nil && w.n != n {
+		w.n.remove(w)
+	}
+	w.n = n
+	n.watches[w.target.Key] = append(n.watches[w.target.Key], w)
+	w.inflight = false
+	n.enqueue(w)
+}
+
+// retry checks w again after the backoff (placing it again first when
+// it has no node). t.mu is held.
+func (w *Watch) retry() {
+	d := w.t.cfg.MaxBackoff
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.due)
+	} else {
+		w.timer.Reset(d)
+	}
+}
+
+// due is w's timer: its lease ran out, or a check failed.
+func (w *Watch) due() {
+	t := w.t
+	t.mu.Lock()
+	if w.stopped || t.closed {
+		t.mu.Unlock()
+		return
+	}
+	if w.n != nil {
+		w.n.enqueue(w)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	addr, err := t.d.Addr(t.ctx, w.target.Key)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case w.stopped || t.closed || w.n != nil:
+	case err != nil:
+		w.retry()
+	default:
+		t.place(w, addr)
+	}
+}
+
+// Counts returns the number of watches and of tracking connections
+// (none after Close).
+func (t *Tracker) Counts() (watches, conns int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return 0, 0
+	}
+	for _, n := range t.nodes {
+		for _, ws := range n.watches {
+			watches += len(ws)
+		}
+		if n.conn != nil {
+			conns++
+		}
+	}
+	return watches, conns
+}
+
+// Close stops every watch (no callback is called after it returns) and
+// closes the connections.
+func (t *Tracker) Close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	for _, n := range t.nodes {
+		for _, ws := range n.watches {
+			for _, w := range ws {
+				w.stopped = true
+				if w.timer != nil {
+					w.timer.Stop()
+				}
+			}
+		}
+		if n.conn != nil {
+			n.conn.Close()
+		}
+	}
+	t.cancel()
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// node is the tracking connection to one Redis node and the watches of
+// the keys it serves.
+type node struct {
+	t    *Tracker
+	addr string
+	kick chan struct{} // the queue has work
+
+	// under t.mu
+	watches map[string][]*Watch // by key
+	queue   []*Watch            // to check
+	pending []sent              // commands sent, in order, awaiting replies
+	loaded  map[*Spec]bool      // scripts loaded on this connection
+	conn    net.Conn
+}
+
+// sent is one command awaiting its reply: a check of watches, or a
+// command whose reply only says the connection works (nil).
+type sent struct {
+	check []*Watch
+	spec  *Spec
+}
+
+func (n *node) enqueue(w *Watch) {
+	if w.queued || w.stopped {
+		return
+	}
+	w.queued = true
+	n.queue = append(n.queue, w)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *node) remove(w *Watch) {
+	ws := n.watches[w.target.Key]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(n.watches, w.target.Key)
+	} else {
+		n.watches[w.target.Key] = ws
+	}
+	// A queued or in-flight check of w finds it stopped.
+}
+
+func (n *node) empty() bool { return len(n.watches) == 0 }
+
+// run connects, checks every watch of the node, and then sends the checks
+// that invalidations, leases and failures queue, until Close.
+func (n *node) run() {
+	t := n.t
+	defer t.wg.Done()
+	backoff := time.Millisecond
+	for t.ctx.Err() == nil {
+		conn, r, err := n.connect()
+		if errors.Is(err, errUnsupported) {
+			// No client-side caching (a server that is not Redis 6+, or
+			// refuses it): its watches stay, unchecked; the renewal is
+			// their fallback.
+			return
+		}
+		if err != nil {
+			t.mu.Lock()
+			if n.empty() || t.closed {
+				delete(t.nodes, n.addr)
+				t.mu.Unlock()
+				return
+			}
+			t.mu.Unlock()
+			n.replace()
+			if !sleep(t.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, t.cfg.MaxBackoff)
+			continue
+		}
+		backoff = time.Millisecond
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			conn.Close()
+			return
+		}
+		n.conn = conn
+		n.pending = n.pending[:0]
+		clear(n.loaded)
+		for _, ws := range n.watches {
+			for _, w := range ws {
+				w.inflight = false
+				n.enqueue(w) // a change while disconnected went unannounced
+			}
+		}
+		t.mu.Unlock()
+		done := make(chan struct{})
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer close(done)
+			n.read(conn, r)
+		}()
+		n.send(conn, done)
+		conn.Close()
+		<-done
+		t.mu.Lock()
+		n.conn = nil
+		for _, p := range n.pending {
+			for _, w := range p.check {
+				w.inflight = false
+			}
+		}
+		n.pending = n.pending[:0]
+		t.mu.Unlock()
+	}
+}
+
+// replace asks Addr again for every watch of a node that cannot be
+// reached, and moves those now served elsewhere (a cluster's failover).
+func (n *node) replace() {
+	t := n.t
+	if t.d.Refresh == nil {
+		return
+	}
+	t.d.Refresh(t.ctx)
+	t.mu.Lock()
+	var ws []*Watch
+	for _, x := range n.watches {
+		ws = append(ws, x...)
+	}
+	t.mu.Unlock()
+	for _, w := range ws {
+		addr, err := t.d.Addr(t.ctx, w.target.Key)
+		if err != nil || addr == n.addr {
+			continue
+		}
+		t.mu.Lock()
+		if !w.stopped && !t.closed && w.n == n {
+			t.place(w, addr)
+		}
+		t.mu.Unlock()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// connect dials the node and turns tracking on: HELLO 3 (with AUTH),
+// SELECT, CLIENT TRACKING ON.
+func (n *node) connect() (net.Conn, *bufio.Reader, error) {
+	t := n.t
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
+	defer cancel()
+	conn, err := t.d.Dial(ctx, n.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (net.Conn, *bufio.Reader, error) {
+		conn.Close()
+		return nil, nil, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
+	w := bufio.NewWriter(conn)
+	hello := []string{"HELLO", "3"}
+	if t.d.Auth != nil {
+		user, pass, err := t.d.Auth(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if pass != "" {
+			hello = append(hello, "AUTH", cmpOr(user, "default"), pass)
+		}
+	}
+	writeCmd(w, hello...)
+	cmds := 1
+	if t.d.DB != 0 {
+		writeCmd(w, "SELECT", strconv.Itoa(t.d.DB))
+		cmds++
+	}
+	writeCmd(w, "CLIENT", "TRACKING", "ON")
+	cmds++
+	if err := w.Flush(); err != nil {
+		return fail(err)
+	}
+	r := bufio.NewReaderSize(conn, 16<<10)
+	for range cmds {
+		v, err := readValue(r)
+		if err != nil {
+			return fail(err)
+		}
+		if v.kind == '-' {
+			if transientReply(v.str) {
+				return fail(errors.New(v.str))
+			}
+			return fail(fmt.Errorf("%w: %s", errUnsupported, v.str))
+		}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, r, nil
+}
+
+// errUnsupported: the node refused to turn tracking on.
+var errUnsupported = errors.New("track: the server refused client-side caching")
+
+// transientReply reports whether an error reply may pass when sent again.
+func transientReply(s string) bool {
+	for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// send writes the queued checks (and a PING after Ping without one)
+// until the connection fails or Close.
+func (n *node) send(conn net.Conn, done <-chan struct{}) {
+	t := n.t
+	w := bufio.NewWriter(conn)
+	ping := time.NewTicker(t.cfg.Ping)
+	defer ping.Stop()
+	wrote := false
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-done:
+			return
+		case <-ping.C:
+			if wrote {
+				wrote = false
+				continue
+			}
+			t.mu.Lock()
+			if n.empty() {
+				t.mu.Unlock()
+				continue
+			}
+			writeCmd(w, "PING")
+			n.sentLocked(conn, sent{})
+			t.mu.Unlock()
+		case <-n.kick:
+			t.mu.Lock()
+			n.writeChecks(conn, w)
+			t.mu.Unlock()
+		}
+		wrote = true
+		_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+		if err := w.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// sentLocked records a command written (before its flush: its reply
+// cannot come first) and bounds the wait for it. t.mu is held.
+func (n *node) sentLocked(conn net.Conn, s sent) {
+	n.pending = append(n.pending, s)
+	_ = conn.SetReadDeadline(time.Now().Add(n.t.cfg.Timeout))
+}
+
+// writeChecks writes the queue as check calls, by spec and slot, at most
+// Batch keys each. t.mu is held.
+func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
+	t := n.t
+	type group struct {
+		spec *Spec
+		slot int
+	}
+	var order []group
+	groups := map[group][]*Watch{}
+	for _, x := range n.queue {
+		x.queued = false
+		if x.stopped || x.n != n || x.inflight {
+			continue
+		}
+		g := group{spec: x.target.Spec}
+		if t.cfg.Slot != nil {
+			g.slot = t.cfg.Slot(x.target.Key)
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], x)
+	}
+	n.queue = n.queue[:0]
+	for _, g := range order {
+		ws := groups[g]
+		if !n.loaded[g.spec] {
+			writeCmd(w, "SCRIPT", "LOAD", g.spec.Source)
+			n.sentLocked(conn, sent{})
+			n.loaded[g.spec] = true
+		}
+		for len(ws) > 0 {
+			k := min(len(ws), t.cfg.Batch)
+			part := ws[:k:k]
+			ws = ws[k:]
+			args := make([]string, 0, 3+2*len(part))
+			args = append(args, "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
+			for _, x := range part {
+				args = append(args, x.target.Key)
+			}
+			for _, x := range part {
+				args = append(args, x.target.Field)
+				x.inflight = true
+			}
+			writeCmd(w, args...)
+			n.sentLocked(conn, sent{check: part, spec: g.spec})
+		}
+	}
+}
+
+// read reads replies and pushes until the connection fails.
+func (n *node) read(conn net.Conn, r *bufio.Reader) {
+	t := n.t
+	for {
+		v, err := readValue(r)
+		if err != nil {
+			conn.Close() // the sender stops at its next flush, or at done
+			return
+		}
+		if v.kind == '>' {
+			n.push(v)
+			continue
+		}
+		t.mu.Lock()
+		if len(n.pending) == 0 {
+			t.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s := n.pending[0]
+		n.pending = n.pending[1:]
+		if len(n.pending) == 0 {
+			_ = conn.SetReadDeadline(time.Time{}) // idle: wait for pushes
+		} else {
+			_ = conn.SetReadDeadline(time.Now().Add(t.cfg.Timeout))
+		}
+		lost := n.replied(s, v)
+		t.mu.Unlock()
+		for _, l := range lost {
+			l.w.lost(l.how)
+		}
+	}
+}
+
+// push handles an invalidation: the watches of the keys it names (every
+// watch for a flush) are checked, unless a check of theirs is in flight
+// (it runs after the change, and tracks the key again).
+func (n *node) push(v value) {
+	if len(v.elems) < 2 || v.elems[0].kind != '$' || !strings.EqualFold(v.elems[0].str, "invalidate") {
+		return
+	}
+	t := n.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	queue := func(ws []*Watch) {
+		for _, w := range ws {
+			if !w.inflight {
+				n.enqueue(w)
+			}
+		}
+	}
+	if v.elems[1].kind != '*' {
+		for _, ws := range n.watches {
+			queue(ws)
+		}
+		return
+	}
+	for _, k := range v.elems[1].elems {
+		queue(n.watches[k.str])
+	}
+}
+
+type loss struct {
+	w   *Watch
+	how Loss
+}
+
+// replied handles the reply v of s. t.mu is held; it returns the losses
+// to report once it is released.
+func (n *node) replied(s sent, v value) []loss {
+	if s.check == nil || n.t.closed {
+		return nil
+	}
+	t := n.t
+	var lost []loss
+	live := s.check[:0:0]
+	for _, w := range s.check {
+		w.inflight = false
+		if !w.stopped && w.n == n {
+			live = append(live, w)
+		}
+	}
+	if v.kind == '-' {
+		switch {
+		case strings.HasPrefix(v.str, "NOSCRIPT"):
+			n.loaded[s.spec] = false
+			for _, w := range live {
+				n.enqueue(w)
+			}
+		case strings.HasPrefix(v.str, "MOVED ") || strings.HasPrefix(v.str, "ASK "):
+			f := strings.Fields(v.str)
+			for _, w := range live {
+				t.place(w, f[len(f)-1])
+			}
+		default: // LOADING, BUSY, ...: again after the backoff
+			for _, w := range live {
+				w.retry()
+			}
+		}
+		return nil
+	}
+	if v.kind != '*' || len(v.elems) != len(s.check) {
+		for _, w := range live {
+			w.retry()
+		}
+		return nil
+	}
+	for i, w := range s.check {
+		if w.stopped || w.n != n {
+			continue
+		}
+		switch left := v.elems[i].int; {
+		case left == -3:
+			w.stopLocked()
+			lost = append(lost, loss{w, Overwritten})
+		case left == -2:
+			w.stopLocked()
+			lost = append(lost, loss{w, Gone})
+		case left == -1:
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+		default: // check again when the lease has run out
+			d := time.Duration(left+1) * time.Millisecond
+			if w.timer == nil {
+				w.timer = time.AfterFunc(d, w.due)
+			} else {
+				w.timer.Reset(d)
+			}
+		}
+	}
+	return lost
+}
