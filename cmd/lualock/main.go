@@ -7,9 +7,9 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-//	lualock status [-addr URL] [-json] NAME
-//	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
+//	lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+//	lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
+//	lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //	lualock --version
 //
@@ -44,9 +44,9 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-  lualock status [-addr URL] [-json] NAME
-  lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
+  lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+  lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
+  lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
   lualock help
   lualock --version
 
