@@ -226,16 +226,15 @@ func (c *Client) Stats() Stats {
 // exclude the others. An invalid name is reported by the handle's methods
 // as ErrInvalid.
 func (c *Client) NewLock(name string) *Lock {
-	return c.newLock(name, KindReentrant, newReentrant(c.env, name, c.cfg.MaxWaitTimer))
+	return c.newLock(name, c.newReentrant(name))
 }
 
 // newLock returns a handle of a new owner on lock name under protocol p.
-func (c *Client) newLock(name string, kind Kind, p protocol) *Lock {
+func (c *Client) newLock(name string, p *protocol) *Lock {
 	h := c.holders.Add(1)
 	l := &Lock{
 		c:       c,
 		name:    name,
-		kind:    kind,
 		p:       p,
 		field:   c.id + ":" + strconv.FormatInt(h, 10),
 		latch:   keys.Tag(keys.UnlockLatchPrefix, name) + ":" + c.id + ":",

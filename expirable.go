@@ -171,77 +171,52 @@ func (s *PermitExpirableSemaphore) take(ctx context.Context, wait, lease time.Du
 		set = s.c.cfg.WatchdogLease
 	}
 	_, waiter := newRequest(s.name)
-	claimMS := int64(0)
-	if wait != 0 {
-		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
-	}
+	cl := newClaim(s.c, s.claim, waiter, wait)
 	var start time.Time
-	// claimed: an attempt may have left a claim of this waiter (given up
-	// at the end); holds: the last refusal said this waiter holds it.
-	claimed, holds := false, false
-	hint := time.Duration(-1) // the last refusal's nearest permit deadline
-	err := s.c.waitFor(ctx, wait, &waitFuncs{
-		ch: s.channel,
-		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+	_, err := s.c.acquire(ctx, &waitFuncs{
+		ch:       s.channel,
+		maxTimer: s.c.cfg.MaxWaitTimer,
+		attempt: func(ctx context.Context) outcome {
 			// The lease counts from this send: a resend that finds the
 			// permit taken by an earlier one (its reply lost) sets its
 			// deadline again from its own TIME, never earlier than this.
 			start = time.Now()
 			v, err := generated.ExpirableSemaphoreAcquire(ctx, s.c.env.scripts,
 				generated.ExpirableSemaphoreAcquireKeys{Sem: s.name, Timeouts: s.timeouts, Channel: s.channel, Claim: s.claim},
-				generated.ExpirableSemaphoreAcquireArgs{LeaseMS: set.Milliseconds(), Publish: s.c.env.publish, Waiter: waiter, ClaimMS: claimMS, IDs: [][]byte{id}})
-			holds = err == nil && v <= -2
-			if err != nil || v == 0 {
-				claimed = claimed || (err != nil && claimMS > 0)
-				return err == nil, 0, err
+				generated.ExpirableSemaphoreAcquireArgs{LeaseMS: set.Milliseconds(), Publish: s.c.env.publish, Waiter: waiter, ClaimMS: cl.ms, IDs: [][]byte{id}})
+			switch {
+			case err != nil:
+				return cl.failed(err)
+			case v == 0:
+				return outcome{acquired: true}
 			}
-			if holds {
-				claimed = true
+			held := v <= -2 // refused, this waiter holds the claim: -2 - hint
+			if held {
 				v = -v - 2 // the hint; 0: none
 				if v == 0 {
 					v = -1
 				}
 			}
-			if v < 0 {
-				hint = -1
-				return false, -1, nil // no permit deadline: wait for a message
+			hint := time.Duration(-1) // no permit deadline: wait for a message
+			if v >= 0 {
+				hint = time.Duration(v) * time.Millisecond // the nearest permit deadline
 			}
-			hint = time.Duration(v) * time.Millisecond
-			return false, hint, nil // the nearest permit deadline
+			return cl.refused(held, hint)
 		},
-		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
-		undo: func(ctx context.Context) error {
-			_, err := s.release(ctx, id)
-			return err
-		},
-		every: func() time.Duration {
-			if !holds {
-				return 0
-			}
-			d := min(claimRefresh, s.c.cfg.MaxWaitTimer) // keep the claim alive
-			if hint >= 0 {
-				d = min(d, hint+time.Millisecond)
-			}
-			return d
-		},
-		clean: func(unknown bool) {
-			if !unknown && !claimed {
-				return
-			}
-			s.c.background(func() {
-				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-				defer cancel()
-				if unknown {
-					// Its id tells: a release finds the permit if the lost
-					// attempt took it, and does nothing otherwise.
-					_, _ = s.release(bctx, id)
+		clean: func(ctx context.Context, g leftover) error {
+			if g.unknown {
+				// Its id tells: a release finds the permit if the lost
+				// attempt took it, and does nothing otherwise.
+				if _, err := s.release(ctx, id); err != nil {
+					return err
 				}
-				if claimed {
-					_, _ = generated.SemaphoreUnclaim(bctx, s.c.env.calls, generated.SemaphoreUnclaimKeys{Claim: s.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
-				}
-			})
+			}
+			if g.queued {
+				return cl.drop(ctx)
+			}
+			return nil
 		},
-	})
+	}, wait, 0)
 	if err != nil {
 		return nil, wrapErr(verbAcquire, s.name, err)
 	}

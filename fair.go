@@ -7,7 +7,7 @@ import (
 
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
-	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/wake"
 )
 
 // fairMinRetry is the fallback timer of a fair waiter told "wait 0" (the
@@ -33,8 +33,9 @@ const fairMinWait = 10 * time.Millisecond
 //     tombstone, which the queue pops when it reaches the head: every fair
 //     script costs Redis O(log N) in the queue's length, see
 //     docs/PROTOCOL.md). When Redis answered its last attempt, that is
-//     done before the call returns; otherwise it is done in the background
-//     (Close waits for it), and the handle's next call waits for it too.
+//     done before the call returns (unless Redis then takes over a second
+//     to answer); otherwise it is done in the background (Close waits for
+//     it), and the handle's next call waits for it too.
 //   - Each waiter has a wait budget (Options.FairWait, default 5 minutes, or
 //     the one given to NewFairLockWait): a
 //     waiter that has not asked again within its budget counts as gone and
@@ -50,7 +51,7 @@ const fairMinWait = 10 * time.Millisecond
 //     share its place in the queue, and one of them giving up does not take
 //     the others out of it.
 func (c *Client) NewFairLock(name string) *Lock {
-	return c.newLock(name, KindFair, c.newFair(name, c.cfg.FairWait))
+	return c.newLock(name, c.newFair(name, c.cfg.FairWait))
 }
 
 // NewFairLockWait is NewFairLock with the wait budget of this lock instead
@@ -61,84 +62,82 @@ func (c *Client) NewFairLock(name string) *Lock {
 // under 500ms makes the handle's
 // methods return ErrInvalid.
 func (c *Client) NewFairLockWait(name string, wait time.Duration) *Lock {
-	l := c.newLock(name, KindFair, c.newFair(name, wait))
+	l := c.newLock(name, c.newFair(name, wait))
 	if wait < 2*fairMinRetry && l.invalid == nil {
 		l.invalid = fmt.Errorf("%w: fair wait budget %v, want at least %v", ErrInvalid, wait, 2*fairMinRetry)
 	}
 	return l
 }
 
-// fair is the protocol of Redisson's RedissonFairLock: the reentrant
+// newFair is the protocol of Redisson's RedissonFairLock: the reentrant
 // lock's hash, plus a queue of waiters and their deadlines; a release
-// wakes the head of the queue on its own channel.
-type fair struct {
-	env  *scriptEnv
-	k    keys.Lock
-	wait time.Duration // the wait budget of each waiter
-}
-
-func (c *Client) newFair(name string, wait time.Duration) *fair {
-	return &fair{env: c.env, k: keys.Of(name), wait: wait}
-}
-
-func (p *fair) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
-	wait, err := generated.FairAcquire(ctx, p.env.scripts,
-		generated.FairAcquireKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
-		generated.FairAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, WaitMS: p.wait.Milliseconds(),
-			Holds: int64(a.holds), Publish: p.env.publish})
-	return attemptResult{acquired: err == nil && wait == 0, wait: time.Duration(wait) * time.Millisecond}, err
-}
-
-func (p *fair) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.FairRelease(ctx, p.env.calls,
-		generated.FairReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel,
-			Latch: a.latch},
-		generated.FairReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field,
-			LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish,
-			Holds: int64(a.holds)})
-}
-
-func (p *fair) forceRelease(ctx context.Context, latch string) (bool, error) {
-	return generated.FairForceRelease(ctx, p.env.calls,
-		generated.FairForceReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel, Latch: latch},
-		generated.FairForceReleaseArgs{LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
-}
-
-func (p *fair) status(ctx context.Context, field string) ([]int64, error) {
-	return lockStatus(ctx, p.env, p.k.Name, field)
-}
-
-// leave takes field out of the queue after a wait that did not get the
-// lock, correcting the deadlines of those behind it.
-func (p *fair) leave(ctx context.Context, field string) error {
-	_, err := generated.FairLeave(ctx, p.env.calls,
-		generated.FairLeaveKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
-		generated.FairLeaveArgs{Field: field, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
-	return err
-}
-
-// queues: the first attempt of a waiter may put it in the queue.
-func (p *fair) queues() bool { return true }
-
-// channel is the waiter's own channel: a release wakes the head only.
-func (p *fair) channel(field string) string { return p.k.WaiterChannel(field) }
-
-// timer: told "wait 0" (as 1ms) fairMinRetry, any other wait from
-// fairMinWait, so that a waiter follows a real wait and is not late for
-// the deadline it waits for; capped at half the wait budget, so that a
-// live waiter asks again (renewing its deadline) well before the others
+// wakes the head of the queue on its own channel, and a waiter that gives
+// up leaves the queue.
+//
+// Its fallback timer: told "wait 0" (as 1ms) fairMinRetry, any other wait
+// from fairMinWait, so that a waiter follows a real wait and is not late
+// for the deadline it waits for; capped at half the wait budget, so that
+// a live waiter asks again (renewing its deadline) well before the others
 // would purge it. A fair waiter needs no shorter cap: the scripts tell it
 // on its own channel when it becomes the head of the queue (it then waits
 // for the lock's remaining lease), a reconnect wakes every waiter, and a
 // dead waiter ahead is purged at its deadline, which the timer follows.
 // With the default budget, 10 000 idle waiters cost about 67 calls a
 // second.
-func (p *fair) timer(ttl time.Duration) (floor, ceil time.Duration) {
-	if ttl <= time.Millisecond {
-		return fairMinRetry, p.wait / 2
+func (c *Client) newFair(name string, wait time.Duration) *protocol {
+	f := fair{env: c.env, k: keys.Of(name), wait: wait}
+	return &protocol{
+		lockCalls: f,
+		kind:      KindFair,
+		channel:   f.k.Channel,
+		perWaiter: true,
+		mode:      wake.WakeOne,
+		floor:     fairMinWait,
+		zeroFloor: fairMinRetry,
+		ceil:      wait / 2,
+		renewal:   lockRenewal,
+		leave:     f.leave,
 	}
-	return fairMinWait, p.wait / 2
 }
 
-// renewal: the lock's hash, with lua/lock_renew.lua.
-func (p *fair) renewal() *renew.Spec { return lockRenewal }
+// fair is the calls of Redisson's RedissonFairLock.
+type fair struct {
+	env  *scriptEnv
+	k    keys.Lock
+	wait time.Duration // the wait budget of each waiter
+}
+
+func (p fair) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
+	return waited(generated.FairAcquire(ctx, p.env.scripts,
+		generated.FairAcquireKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
+		generated.FairAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, WaitMS: p.wait.Milliseconds(),
+			Holds: int64(a.holds), Publish: p.env.publish}))
+}
+
+func (p fair) release(ctx context.Context, a releaseArgs) (releaseOutcome, error) {
+	return releaseOf(generated.FairRelease(ctx, p.env.calls,
+		generated.FairReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel,
+			Latch: a.latch},
+		generated.FairReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field,
+			LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish,
+			Holds: int64(a.holds)}))
+}
+
+func (p fair) forceRelease(ctx context.Context, latch string) (bool, error) {
+	return generated.FairForceRelease(ctx, p.env.calls,
+		generated.FairForceReleaseKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel, Latch: latch},
+		generated.FairForceReleaseArgs{LatchMS: p.env.latchMS, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
+}
+
+func (p fair) status(ctx context.Context, field string) (Status, error) {
+	return lockStatus(ctx, p.env, p.k.Name, field)
+}
+
+// leave takes field out of the queue after a wait that did not get the
+// lock, correcting the deadlines of those behind it.
+func (p fair) leave(ctx context.Context, field string) error {
+	_, err := generated.FairLeave(ctx, p.env.calls,
+		generated.FairLeaveKeys{Lock: p.k.Name, Queue: p.k.Queue, Timeouts: p.k.Timeouts, Channel: p.k.Channel},
+		generated.FairLeaveArgs{Field: field, WaitMS: p.wait.Milliseconds(), Publish: p.env.publish})
+	return err
+}

@@ -35,7 +35,9 @@ type lockHandle = Lock
 // NewFencedLock returns a handle on the fenced lock name, a new owner. An
 // invalid name is reported by its methods as ErrInvalid.
 func (c *Client) NewFencedLock(name string) *FencedLock {
-	return &FencedLock{c.newLock(name, KindFenced, &fenced{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer), token: keys.Tag(keys.TokenPrefix, name)})}
+	p := c.newReentrant(name)
+	p.lockCalls, p.kind = fenced{reentrant: c.reentrantCalls(name), token: keys.Tag(keys.TokenPrefix, name)}, KindFenced
+	return &FencedLock{c.newLock(name, p)}
 }
 
 // Handle returns the fenced lock as a *Lock, for code written for any
@@ -74,11 +76,11 @@ func (f *FencedLock) Token() int64 {
 // fenced is the protocol of Redisson's RFencedLock: the reentrant lock,
 // whose acquisitions also draw a token from the counter of the name.
 type fenced struct {
-	*reentrant
+	reentrant
 	token string // tag("redisson_lock_token", N)
 }
 
-func (p *fenced) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
+func (p fenced) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
 	r, err := generated.FencedAcquire(ctx, p.env.scripts,
 		generated.FencedAcquireKeys{Lock: p.name, Token: p.token},
 		generated.FencedAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, Holds: int64(a.holds)})

@@ -485,13 +485,13 @@ func (h *hold) unconfirmed(r release, err error, detached bool) error {
 
 // released records the reply of a release (res, see protocol.release):
 // releasing to free, held (or lapsed) for a partial release, or lost.
-func (h *hold) released(r release, res *int64) error {
+func (h *hold) released(r release, res releaseOutcome) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == nil && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
+	case res == releaseNotHeld && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
 		// The release was sent before without a reply (by an earlier
 		// Unlock, or by a retry within this one, which lasted past the
 		// latch), and its latch may have expired: the lock is gone because
@@ -502,14 +502,14 @@ func (h *hold) released(r release, res *int64) error {
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
-	case res == nil && h.ranOutInRelease(r, pending):
+	case res == releaseNotHeld && h.ranOutInRelease(r, pending):
 		// The release found the lock gone after no renewal landed for a
 		// lease, while it was held up: the hold was live when Unlock
 		// began; nothing took the lock away.
 		h.state, h.holds = free, 0
 		h.finish(errRanOutInRelease)
 		return errRanOutInRelease
-	case res == nil && r.watched:
+	case res == releaseNotHeld && r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
 		// remaining hold's Unlock reports the loss too.
@@ -521,16 +521,16 @@ func (h *hold) released(r release, res *int64) error {
 		}
 		h.finish(cause)
 		return cause
-	case res == nil:
+	case res == releaseNotHeld:
 		h.state, h.holds = free, 0
 		h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
 		return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
-	case *res == 0 && pending != nil:
+	case res == releasePartial && pending != nil:
 		// A replayed partial release, but the lock was lost meanwhile.
 		h.holds--
 		h.state, h.cause = lost, pending
 		h.finish(pending)
-	case *res == 0 && h.holds > 1:
+	case res == releasePartial && h.holds > 1:
 		h.holds--
 		h.state = held
 		if h.life.ended != nil {

@@ -43,8 +43,6 @@ func newTestHold() (*hold, *fakeHoldEnv) {
 
 func latchFunc() string { return "latch:1" }
 
-func one(n int64) *int64 { return &n }
-
 func wantState(t *testing.T, h *hold, s holdState, holds int) {
 	t.Helper()
 	h.mu.Lock()
@@ -70,12 +68,12 @@ func TestHold_lockReenterUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, h, releasing, 2)
-	if err := h.released(r, one(0)); err != nil {
+	if err := h.released(r, releasePartial); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, h, held, 1)
 	r, _ = h.beginRelease(latchFunc, false)
-	if err := h.released(r, one(1)); err != nil {
+	if err := h.released(r, releaseFreed); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, h, free, 0)
@@ -99,7 +97,7 @@ func TestHold_lose_duringReleaseWaitsForReply(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("a pending loss ended the context")
 	}
-	if err := h.released(r, one(0)); err != nil {
+	if err := h.released(r, releasePartial); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, h, lost, 1)
@@ -119,7 +117,7 @@ func TestHold_lose_voidedByLastRelease(t *testing.T) {
 	ctx := h.context()
 	r, _ := h.beginRelease(latchFunc, false)
 	h.lose(h.generation(), ErrLockLost)
-	if err := h.released(r, one(1)); err != nil {
+	if err := h.released(r, releaseFreed); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, h, free, 0)
@@ -145,7 +143,7 @@ func TestHold_unconfirmed_resentUnderLatch(t *testing.T) {
 	}
 	// Past the latch the resend finds the lock gone: the hold ended,
 	// as asked, with no loss.
-	if err := h.released(r2, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+	if err := h.released(r2, releaseNotHeld); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
 		t.Fatalf("released: %v", err)
 	}
 	wantState(t, h, free, 0)
@@ -172,7 +170,7 @@ func TestHold_lose_duringUnconfirmedLastRelease(t *testing.T) {
 	if err != nil || !r.resend {
 		t.Fatalf("resend %+v, %v", r, err)
 	}
-	if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+	if err := h.released(r, releaseNotHeld); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
 		t.Fatalf("released: %v", err)
 	}
 	wantState(t, h, free, 0)
@@ -214,7 +212,7 @@ func TestHold_end_fixedLeaseLapses(t *testing.T) {
 		t.Fatalf("cause %v, renewed %d", context.Cause(ctx), env.renewed)
 	}
 	r, _ := h.beginRelease(latchFunc, false)
-	if err := h.released(r, nil); !errors.Is(err, ErrNotHeld) {
+	if err := h.released(r, releaseNotHeld); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("released: %v", err)
 	}
 	wantState(t, h, free, 0)
@@ -226,7 +224,7 @@ func TestHold_staleEvents(t *testing.T) {
 	h.acquired(1, 0, time.Now())
 	old := h.generation()
 	r, _ := h.beginRelease(latchFunc, false)
-	_ = h.released(r, one(1))
+	_ = h.released(r, releaseFreed)
 	h.acquired(1, 0, time.Now())
 	h.lose(old, ErrLockLost)
 	h.expire(old, ErrLockLost)

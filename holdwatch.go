@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/generated"
+	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
 	"github.com/lualock/lualock/internal/track"
 )
@@ -49,7 +50,7 @@ func newTracker(c *Client) *track.Tracker {
 		}, cfg)
 	case *redis.ClusterClient:
 		opt := rdb.Options()
-		cfg.Slot = slot
+		cfg.Slot = keys.Slot
 		return track.New(track.Dialer{
 			Addr: func(ctx context.Context, key string) (string, error) {
 				n, err := rdb.MasterForKey(ctx, key)

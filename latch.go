@@ -124,13 +124,13 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	if err := l.usable(ctx); err != nil {
 		return wrapErr(verbAwait, l.name, err)
 	}
-	err = l.c.waitFor(ctx, -1, &waitFuncs{
-		ch: l.channel,
-		attempt: func(ctx context.Context) (bool, time.Duration, error) {
+	_, err = l.c.acquire(ctx, &waitFuncs{
+		ch:       l.channel,
+		maxTimer: l.c.cfg.MaxWaitTimer,
+		attempt: func(ctx context.Context) outcome {
 			n, err := l.count(ctx)
-			return err == nil && n <= 0, -1, err
+			return outcome{acquired: err == nil && n <= 0, wait: -1, err: err}
 		},
-		maxTimer: func() time.Duration { return l.c.cfg.MaxWaitTimer },
-	})
+	}, -1, 0)
 	return wrapErr(verbAwait, l.name, err)
 }

@@ -38,8 +38,7 @@ const undoTimeout = 2 * time.Second
 type Lock struct {
 	c       *Client
 	name    string
-	kind    Kind // which lock: reentrant, fair, read, write, fenced, spin
-	p       protocol
+	p       *protocol
 	field   string       // owner field C:H
 	latch   string       // unlock latch prefix: tag(keys.UnlockLatchPrefix, name) + ":" + C + ":"
 	invalid error        // set by a bad name
@@ -127,6 +126,27 @@ func (l *Lock) TryLockLease(ctx context.Context, wait, lease time.Duration) erro
 	return l.acquire(ctx, wait, lease)
 }
 
+// acquire takes the lock on the engine (engine.go), waiting up to wait
+// (forever when negative), with a fixed lease or, when lease is 0, the
+// watchdog.
+func (l *Lock) acquire(ctx context.Context, wait, lease time.Duration) error {
+	observed := l.c.cfg.Observer.Acquire != nil || l.c.cfg.Logger != nil
+	var start time.Time
+	if observed {
+		start = time.Now()
+	}
+	handoff, err := false, l.usable(ctx)
+	if err == nil {
+		handoff, err = l.c.acquire(ctx, l, wait, lease)
+	}
+	err = wrapErr(verbLock, l.name, err)
+	if observed {
+		// Handoff: obtained after waiting for another holder.
+		l.acquireEnded(ctx, start, wait, handoff, err)
+	}
+	return err
+}
+
 func (l *Lock) checkLease(lease time.Duration) error {
 	if lease < time.Millisecond {
 		return wrapErr(verbLock, l.name, fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalid, lease))
@@ -156,68 +176,54 @@ func (l *Lock) usable(ctx context.Context) error {
 	return nil
 }
 
-// attempt makes one acquisition attempt under the handle's op lock: it
+// try is the handle's attempt (contender): under the handle's op lock it
 // settles a release whose outcome is unknown first, refuses a re-entry
-// into a lost hold, runs the protocol's acquire and records what a's
-// clean-up needs, and the hold when it was acquired.
-func (l *Lock) attempt(ctx context.Context, a *acquisition) (attemptResult, error) {
+// into a lost hold, runs the protocol's acquire and records the hold when
+// it was acquired. Its outcome tells the engine what a lost reply may
+// have taken (the hold count and lease it asked for) and whether a first
+// hold may have queued.
+func (l *Lock) try(ctx context.Context, lease time.Duration) outcome {
 	if err := l.op.lock(ctx); err != nil {
-		return attemptResult{}, err // not sent: nothing to give back
+		return outcome{sent: sentNot, err: err}
 	}
 	defer l.op.unlock()
 	want, err := l.ready(ctx)
 	if err != nil {
-		return attemptResult{}, err
+		return outcome{sent: sentNot, err: err}
 	}
-	set := cmp.Or(a.lease, l.c.cfg.WatchdogLease)
-	if a.lease != 0 {
+	set := cmp.Or(lease, l.c.cfg.WatchdogLease)
+	if lease != 0 {
 		if err := l.h.pauseRenewal(ctx); err != nil {
-			return attemptResult{}, err // not sent
+			return outcome{sent: sentNot, err: err}
 		}
 		defer l.h.resumeRenewal()
 	}
-	a.woken = false // this attempt acts on the wake-up, if any
-	if want == 1 && l.p.queues() {
-		a.queued = true // from now on the owner may stand in the queue
-	}
+	queued := want == 1 && l.p.leave != nil // from now on the owner may stand in the queue
 	start := time.Now()
-	actx, pin := l.c.ack.begin(ctx)
-	defer pin.end()
-	res, err := l.p.acquire(actx, attemptArgs{field: l.field, lease: set, holds: want})
+	res, err := l.p.acquire(ctx, attemptArgs{field: l.field, lease: set, holds: want})
 	if err != nil {
-		return res, l.attemptFailed(ctx, a, err, want, set)
+		return l.attemptFailed(err, want, set, queued)
 	}
-	a.maybeHeld, a.unreachable = 0, false
 	if !res.acquired {
-		return res, nil
+		return outcome{wait: res.wait, queued: queued}
 	}
-	if err := pin.wait(ctx); err != nil {
-		if !errors.Is(err, ErrNotReplicated) {
-			// WAIT's reply was lost: as for a lost reply of the script.
-			return attemptResult{}, l.attemptFailed(ctx, a, err, want, set)
-		}
-		// No replica has it: the call's clean-up gives this hold back
-		// (a re-entry's, not the earlier ones).
-		a.maybeHeld, a.undoLease = want, set
-		return attemptResult{}, err
-	}
-	switch err := l.h.acquired(want, a.lease, start); {
+	switch err := l.h.acquired(want, lease, start); {
 	case errors.Is(err, ErrClosed):
 		// The client closed meanwhile: nothing would renew the hold. Give it
 		// back rather than hand out a lock that lapses unnoticed.
 		uctx, cancel := detached(ctx)
 		_ = l.undo(uctx, want, set)
 		cancel()
-		return attemptResult{}, ErrClosed
+		return outcome{queued: queued, err: ErrClosed}
 	case err != nil:
 		// A re-entry into a hold reported lost while it ran: the handle
 		// counts it, and Unlock reports the loss for each hold.
-		return attemptResult{}, err
+		return outcome{err: err}
 	}
 	if res.token != 0 {
 		l.token.Store(res.token)
 	}
-	return res, nil
+	return outcome{acquired: true}
 }
 
 // ready prepares an attempt: it settles a release whose outcome is
@@ -252,20 +258,60 @@ func (l *Lock) ready(ctx context.Context) (int, error) {
 // attemptFailed classifies an attempt's error: a re-entry the script
 // refused (LOST) loses the hold; an unknown reply (the script may have
 // run) is replayed by the next attempt, which names the same hold count,
-// or given back by the call's clean-up when none comes.
-func (l *Lock) attemptFailed(ctx context.Context, a *acquisition, err error, want int, set time.Duration) error {
+// or given back by the call's give-up step when none comes.
+func (l *Lock) attemptFailed(err error, want int, set time.Duration, queued bool) outcome {
 	if redis.HasErrorPrefix(err, "LOST") {
 		l.h.lose(l.h.generation(), fmt.Errorf("%w: %w", ErrLockLost, errLostOnReentry))
-		return l.h.lostCause()
+		return outcome{err: l.h.lostCause()}
 	}
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		a.maybeHeld, a.undoLease = want, set
-		if ctx.Err() == nil {
-			a.unreachable = transient(err)
+	if isRedisError(err) {
+		// Redis refused the script (or did not run it: BUSY, LOADING):
+		// it changed nothing, and what an earlier lost reply may have
+		// taken still stands.
+		return outcome{sent: sentRefused, queued: queued, err: err}
+	}
+	return outcome{sent: sentUnknown, undo: undo{holds: want, lease: set}, queued: queued, err: err}
+}
+
+// The handle as the engine's contender (engine.go).
+
+func (l *Lock) waitSpec() waitSpec {
+	return waitSpec{channel: l.p.waitChannel(l.field), mode: l.p.mode, spinFirst: l.p.spinFirst, spinMax: l.p.spinMax}
+}
+func (l *Lock) timer(ttl time.Duration) (floor, ceil time.Duration) { return l.p.timer(ttl) }
+func (l *Lock) enter()                                              { l.h.enter() }
+func (l *Lock) exit() bool                                          { return l.h.exit() }
+func (l *Lock) holdOps()                                            { l.op.lockAlways() }
+func (l *Lock) releaseOps()                                         { l.op.unlock() }
+
+// giveUp gives back the hold an attempt with a lost reply may have taken,
+// and leaves the protocol's queue.
+func (l *Lock) giveUp(ctx context.Context, g leftover) error {
+	if g.unknown {
+		if err := l.undo(ctx, g.undo.holds, g.undo.lease); err != nil {
+			return err
 		}
 	}
-	return err
+	if g.queued && l.p.leave != nil {
+		return l.p.leave(ctx, l.field)
+	}
+	return nil
+}
+
+// grants: every acquisition of a lock takes a hold (contender).
+func (l *Lock) grants() bool { return true }
+
+// revoke gives back the hold the last attempt took and recorded (a
+// re-entry's, not the earlier ones), as Unlock does: its replicas did not
+// acknowledge it. A release whose reply is lost stays with the handle, as
+// for Unlock (the next call replays it, or the lease runs out), so it
+// reports no error: a second release sent later could free a hold taken
+// since.
+func (l *Lock) revoke(ctx context.Context) error {
+	l.op.lockAlways()
+	defer l.op.unlock()
+	_ = l.unlock(ctx)
+	return nil
 }
 
 // undo releases the hold that an acquisition with an unknown outcome may
@@ -358,7 +404,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		return err
 	}
 	args := releaseArgs{field: l.field, lease: r.lease, latch: r.latch, holds: r.holds}
-	var res *int64
+	var res releaseOutcome
 	if !ended {
 		res, err = l.p.release(ctx, args)
 	}
@@ -436,21 +482,8 @@ func (l *Lock) Status(ctx context.Context) (Status, error) {
 	if err := l.usable(ctx); err != nil {
 		return Status{}, wrapErr(verbStatus, l.name, err)
 	}
-	st, err := l.p.status(ctx, l.field)
-	if err != nil {
-		return Status{}, wrapErr(verbStatus, l.name, err)
-	}
-	if len(st) != 3 {
-		return Status{}, wrapErr(verbStatus, l.name, fmt.Errorf("reply has %d elements, want 3", len(st)))
-	}
-	s := Status{Locked: st[0] == 1, Holds: int(st[1])}
-	switch {
-	case st[2] >= 0:
-		s.Lease = time.Duration(st[2]) * time.Millisecond
-	case st[2] == -1:
-		s.Lease = NoExpiry
-	}
-	return s, nil
+	s, err := l.p.status(ctx, l.field)
+	return s, wrapErr(verbStatus, l.name, err)
 }
 
 // IsLocked reports whether any owner holds the lock. It returns ErrInvalid,

@@ -17,13 +17,15 @@ import (
 // several, on one Redis deployment or several. It adds no keys of its own,
 // so a Java multi-lock and a Go one exclude each other member by member.
 //
-// Redisson's failure rules: the members are tried one after the other with
-// the remaining wait; one member that cannot be taken fails the round (no
-// member may fail), and the members taken in that round are released before
-// the next round, or before TryLock gives up. lualock takes the members in
-// one fixed order, sorted by name, whatever order they were given in, so
-// that two multi-locks over the same names cannot hold a part each and wait
-// for each other; Redisson takes them in the caller's order.
+// Redisson's failure rules: one member that cannot be taken fails the
+// round (no member may fail), and the members taken in that round are
+// released before the next round, or before TryLock gives up. Unlike
+// Redisson's, a round waits (with the remaining wait) only for its first
+// member, holding nothing, and tries the others once: it never waits while
+// it holds a member, so a multi-lock that lists the same names in another
+// order (Redisson keeps the caller's order) cannot stall it. The next round
+// starts with the member that failed. The members are kept sorted by name,
+// whatever order they were given in.
 //
 // RedLock (a majority of independent Redis servers) is not offered: Redisson
 // deprecated it, and no lease-based lock, RedLock included, keeps a holder
@@ -156,23 +158,9 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	deadline := time.Now().Add(wait)
+	lead := 0 // the member the round waits for, holding nothing
 	for {
-		var taken []*Lock
-		var failed error
-		for _, l := range m.locks {
-			remaining := max(time.Until(deadline), 0)
-			var err error
-			if lease > 0 {
-				err = l.TryLockLease(ctx, remaining, lease)
-			} else {
-				err = l.TryLock(ctx, remaining)
-			}
-			if err != nil {
-				failed = memberErr(l, err)
-				break
-			}
-			taken = append(taken, l)
-		}
+		taken, at, failed := m.round(ctx, lead, deadline, lease)
 		if failed == nil {
 			m.holds++
 			return nil
@@ -189,7 +177,39 @@ func (m *MultiLock) tryLock(ctx context.Context, wait, lease time.Duration) erro
 		if wait == 0 || !time.Now().Before(deadline) {
 			return wrapErr(verbLock, m.name(), failed)
 		}
+		lead = at
 	}
+}
+
+// round takes every member: first the lead, waiting for it up to the
+// deadline while holding nothing, then the others in their order with
+// single attempts, so that the multi-lock never waits while it holds a
+// member (a multi-lock of Redisson's that lists the same names in another
+// order then cannot stall it). It returns what it took and, on a failure, the
+// index of the member that failed, which the next round leads with, and
+// its error.
+func (m *MultiLock) round(ctx context.Context, lead int, deadline time.Time, lease time.Duration) (taken []*Lock, at int, failed error) {
+	for i := -1; i < len(m.locks); i++ {
+		k, wait := i, time.Duration(0)
+		switch {
+		case i == -1:
+			k, wait = lead, max(time.Until(deadline), 0)
+		case i == lead:
+			continue
+		}
+		l := m.locks[k]
+		var err error
+		if lease > 0 {
+			err = l.TryLockLease(ctx, wait, lease)
+		} else {
+			err = l.TryLock(ctx, wait)
+		}
+		if err != nil {
+			return taken, k, memberErr(l, err)
+		}
+		taken = append(taken, l)
+	}
+	return taken, 0, nil
 }
 
 // memberErr is a member's error as the multi-lock's cause: the member's

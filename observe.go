@@ -198,7 +198,7 @@ type subject struct {
 }
 
 // subject is the handle's, for its events.
-func (l *Lock) subject() subject { return subject{l.kind, l.name, l.field} }
+func (l *Lock) subject() subject { return subject{l.p.kind, l.name, l.field} }
 
 // ended reports the end of l's hold, which began at since, with cause
 // (holdEnv). The hold's mutex is held.

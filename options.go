@@ -172,43 +172,8 @@ type config struct {
 }
 
 func (o Options) normalize() (config, error) {
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		switch {
-		case *d == 0:
-			*d = v
-		case *d < 0:
-			return fmt.Errorf("%w: Options.%s is %v, want > 0", ErrInvalid, name, *d)
-		}
-		return nil
-	}
-	for _, f := range []struct {
-		p    *time.Duration
-		v    time.Duration
-		name string
-	}{
-		{&o.WatchdogLease, 30 * time.Second, "WatchdogLease"},
-		{&o.FairWait, 5 * time.Minute, "FairWait"},
-		{&o.MaxWaitTimer, 10 * time.Second, "MaxWaitTimer"},
-		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
-		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
-		{&o.RetryMax, time.Second, "RetryMax"},
-		{&o.ReplicaAckTimeout, time.Second, "ReplicaAckTimeout"},
-	} {
-		if err := def(f.p, f.v, f.name); err != nil {
-			return config{}, err
-		}
-	}
-	if o.UnlockLatch < time.Millisecond {
-		return config{}, fmt.Errorf("%w: Options.UnlockLatch is %v, want at least 1ms", ErrInvalid, o.UnlockLatch)
-	}
-	if o.FairWait < 2*fairMinRetry {
-		return config{}, fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
-	}
-	if o.WatchdogLease < 3*time.Millisecond {
-		return config{}, fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = o.RetryMin
+	if err := o.normalizeDurations(); err != nil {
+		return config{}, err
 	}
 	switch {
 	case o.RenewBatch == 0:
@@ -222,16 +187,62 @@ func (o Options) normalize() (config, error) {
 	case o.SubscriptionLinger < 0:
 		o.SubscriptionLinger = 0
 	}
-	if o.ReplicaAck < ReplicaAckOne || o.ReplicaAck > ReplicaAckOff {
-		return config{}, fmt.Errorf("%w: Options.ReplicaAck is %d, want one of the ReplicaAck constants", ErrInvalid, int(o.ReplicaAck))
-	}
-	if o.ReplicaAckTimeout < time.Millisecond {
-		return config{}, fmt.Errorf("%w: Options.ReplicaAckTimeout is %v, want at least 1ms (WAIT counts milliseconds)", ErrInvalid, o.ReplicaAckTimeout)
+	if err := o.checkReplicaAck(); err != nil {
+		return config{}, err
 	}
 	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
 		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
 	return config{Options: o, afterFunc: time.AfterFunc}, nil
+}
+
+// normalizeDurations sets the durations' defaults and checks their bounds.
+func (o *Options) normalizeDurations() error {
+	for _, f := range []struct {
+		p    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&o.WatchdogLease, 30 * time.Second, "WatchdogLease"},
+		{&o.FairWait, 5 * time.Minute, "FairWait"},
+		{&o.MaxWaitTimer, 10 * time.Second, "MaxWaitTimer"},
+		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
+		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
+		{&o.RetryMax, time.Second, "RetryMax"},
+		{&o.ReplicaAckTimeout, time.Second, "ReplicaAckTimeout"},
+	} {
+		switch {
+		case *f.p == 0:
+			*f.p = f.v
+		case *f.p < 0:
+			return fmt.Errorf("%w: Options.%s is %v, want > 0", ErrInvalid, f.name, *f.p)
+		}
+	}
+	if o.UnlockLatch < time.Millisecond {
+		return fmt.Errorf("%w: Options.UnlockLatch is %v, want at least 1ms", ErrInvalid, o.UnlockLatch)
+	}
+	if o.FairWait < 2*fairMinRetry {
+		return fmt.Errorf("%w: Options.FairWait is %v, want at least %v", ErrInvalid, o.FairWait, 2*fairMinRetry)
+	}
+	if o.WatchdogLease < 3*time.Millisecond {
+		return fmt.Errorf("%w: Options.WatchdogLease is %v, want at least 3ms", ErrInvalid, o.WatchdogLease)
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = o.RetryMin
+	}
+	return nil
+}
+
+// checkReplicaAck checks the replica acknowledgement's mode and timeout
+// (after normalizeDurations set the timeout's default).
+func (o *Options) checkReplicaAck() error {
+	if o.ReplicaAck < ReplicaAckOne || o.ReplicaAck > ReplicaAckOff {
+		return fmt.Errorf("%w: Options.ReplicaAck is %d, want one of the ReplicaAck constants", ErrInvalid, int(o.ReplicaAck))
+	}
+	if o.ReplicaAckTimeout < time.Millisecond {
+		return fmt.Errorf("%w: Options.ReplicaAckTimeout is %v, want at least 1ms (WAIT counts milliseconds)", ErrInvalid, o.ReplicaAckTimeout)
+	}
+	return nil
 }
 
 // PubSubMode is the kind of pub/sub a Client uses for release messages

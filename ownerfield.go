@@ -8,17 +8,5 @@ package lualock
 // the field C:H:write.
 func (l *Lock) Field() string { return l.field }
 
-// counter is implemented by the protocols whose holds are not counted in
-// the owner field itself (the read-write lock's write side).
-type counter interface {
-	// countField is the hash field that counts the holds of owner field.
-	countField(field string) string
-}
-
 // countField is the lock hash's field that counts this handle's holds.
-func (l *Lock) countField() string {
-	if c, ok := l.p.(counter); ok {
-		return c.countField(l.field)
-	}
-	return l.field
-}
+func (l *Lock) countField() string { return l.field + l.p.countSuffix }

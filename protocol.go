@@ -7,41 +7,107 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/wake"
 )
 
-// protocol is what one primitive does in Redis: its scripts, its keys and
-// channels, the bounds of its waiters' fallback timers. A protocol value
-// holds the keys of one name and the client's settings it needs; it has no
-// goroutines and no mutable state, so a handle shares it with every call.
-// The acquisition engine (engine.go) and the hold (hold.go) are the same
-// for every protocol.
-type protocol interface {
+// protocol is what one lock kind does in Redis: a settings value (its
+// kind, channels, timer and spin bounds, the field counting holds, the
+// renewal spec) and the few Redis calls it has (lockCalls, plus leave for
+// a kind with a queue). A protocol value holds the keys of one name and
+// the client's settings it needs; it has no goroutines and no mutable
+// state, so a handle shares it with every call. The acquisition engine
+// (engine.go) and the hold (hold.go) are the same for every kind.
+type protocol struct {
+	lockCalls
+	kind Kind // the lock kind, for the events
+	// channel is where a waiter is woken ("": no pub/sub; the engine then
+	// backs off between attempts, within spinFirst and spinMax when set).
+	channel string
+	// perWaiter: each waiter has its own channel, channel + ":" + field
+	// (the fair lock's: a release wakes the head of the queue only).
+	perWaiter bool
+	// mode is how a release message wakes this kind's waiters of a
+	// client: one per message, or all of them (the read lock's).
+	mode wake.Mode
+	// floor and ceil bound the fallback timer of a waiter told to wait;
+	// zeroFloor replaces floor when told "wait 0" (1ms).
+	floor, zeroFloor, ceil time.Duration
+	// spinFirst and spinMax bound the back-off of a kind without a
+	// channel; 0: Options.RetryMin and RetryMax.
+	spinFirst, spinMax time.Duration
+	// countSuffix is appended to the owner field to name the hash field
+	// that counts the holds ("" : the owner field itself).
+	countSuffix string
+	// renewal is how the watchdog renews a hold taken without a lease.
+	renewal *renew.Spec
+	// leave undoes what a first acquisition that did not succeed may have
+	// left for field (the fair lock's place in the queue); nil for a kind
+	// without a queue.
+	leave func(ctx context.Context, field string) error
+}
+
+// lockCalls are the Redis calls of a lock kind.
+type lockCalls interface {
 	// acquire runs the acquire script once for a.field, which would then
 	// hold a.holds holds (the script refuses to apply the same count twice).
 	acquire(ctx context.Context, a attemptArgs) (attemptResult, error)
 	// release releases one of a.holds holds, latched by a.latch: the reply
-	// of the first send of a request is replayed to a resend. It returns
-	// nil when the owner held nothing, 0 when holds remain, 1 when the
-	// lock was freed.
-	release(ctx context.Context, a releaseArgs) (*int64, error)
+	// of the first send of a request is replayed to a resend.
+	release(ctx context.Context, a releaseArgs) (releaseOutcome, error)
 	// forceRelease deletes the lock whoever holds it, latched by latch.
 	forceRelease(ctx context.Context, latch string) (bool, error)
 	// status reads the lock's state as field sees it.
-	status(ctx context.Context, field string) ([]int64, error)
-	// leave undoes what a first acquisition that did not succeed may have
-	// left for field (the fair lock's place in the queue). Only called
-	// when queues is true.
-	leave(ctx context.Context, field string) error
-	// queues reports whether an attempt for a first hold may leave state
-	// behind that leave must clear when the call gives up.
-	queues() bool
-	// channel is where a waiter of field is woken ("" : no pub/sub; the
-	// engine then backs off between attempts).
-	channel(field string) string
-	// timer bounds the fallback timer of a waiter told to wait ttl.
-	timer(ttl time.Duration) (floor, ceil time.Duration)
-	// renewal is how the watchdog renews a hold taken without a lease.
-	renewal() *renew.Spec
+	status(ctx context.Context, field string) (Status, error)
+}
+
+// waitChannel is where a waiter of field is woken.
+func (p *protocol) waitChannel(field string) string {
+	if p.perWaiter && p.channel != "" {
+		return p.channel + ":" + field
+	}
+	return p.channel
+}
+
+// timer bounds the fallback timer of a waiter told to wait ttl.
+func (p *protocol) timer(ttl time.Duration) (floor, ceil time.Duration) {
+	if ttl <= time.Millisecond && p.zeroFloor > 0 {
+		return p.zeroFloor, p.ceil
+	}
+	return p.floor, p.ceil
+}
+
+// releaseOutcome is what a release did.
+type releaseOutcome uint8
+
+const (
+	releaseNotHeld releaseOutcome = iota // the owner held nothing
+	releasePartial                       // one hold released, holds remain
+	releaseFreed                         // the last hold released: the lock is free
+)
+
+// releaseOf reads a release script's reply: nil when the owner held
+// nothing, 0 when holds remain, 1 when the lock was freed.
+func releaseOf(res *int64, err error) (releaseOutcome, error) {
+	switch {
+	case err != nil || res == nil:
+		return releaseNotHeld, err
+	case *res == 0:
+		return releasePartial, nil
+	}
+	return releaseFreed, nil
+}
+
+// statusOf reads a lock's state: locked, the owner's holds and the
+// lock's PTTL in ms (-1: no expiry, -2: no key).
+func statusOf(locked bool, holds, pttl int64) Status {
+	s := Status{Locked: locked, Holds: int(holds)}
+	switch {
+	case pttl >= 0:
+		s.Lease = time.Duration(pttl) * time.Millisecond
+	case pttl == -1:
+		s.Lease = NoExpiry
+	}
+	return s
 }
 
 // attemptArgs are the inputs of one acquisition attempt.
@@ -51,7 +117,7 @@ type attemptArgs struct {
 	holds int           // the hold count the owner has after it
 }
 
-// attemptResult is what one attempt of a lock told; the fenced lock's adds
+// attemptResult is what one attempt's script told; the fenced lock's adds
 // the token its script returns.
 type attemptResult struct {
 	acquired bool

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock/internal/keys"
+
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/renew"
 )
@@ -29,7 +31,7 @@ var lockRenewal = &renew.Spec{
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
 	if _, ok := c.rdb.(*redis.ClusterClient); ok {
-		cfg.Slot = slot
+		cfg.Slot = keys.Slot
 	}
 	if c.cfg.Observer.Renew != nil || c.cfg.Logger != nil {
 		cfg.OnRenew = c.renewCalled
@@ -50,7 +52,7 @@ func (l *Lock) renew(gen uint64, start time.Time) (watchdogEntry, bool) {
 	if l.entryEnd == nil {
 		l.entryEnd = l.entryEnded // once per handle
 	}
-	if !l.c.wd.Add(&l.entry, renew.Target{Spec: l.p.renewal(), Key: l.name, Field: l.countField()}, gen, start, l.entryEnd) {
+	if !l.c.wd.Add(&l.entry, renew.Target{Spec: l.p.renewal, Key: l.name, Field: l.countField()}, gen, start, l.entryEnd) {
 		return nil, false
 	}
 	return &l.entry, true

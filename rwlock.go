@@ -10,6 +10,7 @@ import (
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/keys"
 	"github.com/lualock/lualock/internal/renew"
+	"github.com/lualock/lualock/internal/wake"
 )
 
 // ReadWriteLock is a handle on a read-write lock, compatible with
@@ -49,9 +50,9 @@ type ReadWriteLock struct {
 // NewReadWriteLock returns a handle on the read-write lock name, a new
 // owner. An invalid name is reported by its locks' methods as ErrInvalid.
 func (c *Client) NewReadWriteLock(name string) *ReadWriteLock {
-	env := rwEnv{env: c.env, name: name, prefix: keys.RWTimeoutPrefix(name), ch: keys.Tag(keys.RWLockPrefix, name), maxTimer: c.cfg.MaxWaitTimer}
-	r := c.newLock(name, KindRead, &rwRead{env})
-	w := c.newLock(name, KindWrite, &rwWrite{env})
+	env := rwEnv{env: c.env, name: name, prefix: keys.RWTimeoutPrefix(name), ch: keys.Tag(keys.RWLockPrefix, name)}
+	r := c.newLock(name, c.rwProtocol(KindRead, rwRead{env}, env.ch, wake.WakeShared, "", rwReadRenewal))
+	w := c.newLock(name, c.rwProtocol(KindWrite, rwWrite{env}, env.ch, wake.WakeOne, ":write", lockRenewal))
 	w.field = r.field // one owner: the writer may read
 	return &ReadWriteLock{name: name, read: r, write: w}
 }
@@ -69,14 +70,38 @@ func (rw *ReadWriteLock) ReadLock() *Lock { return rw.read }
 // read holds, and wait while others read or write.
 func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 
-// rwEnv is what both sides of a read-write lock's protocol share: the
+// rwProtocol is the protocol of one side of a read-write lock: both
+// share the hash (its mode field) and the channel. A writer waits for one
+// release at a time (WakeOne); a write release lets in every reader, so
+// every message wakes every reader of the client (WakeShared), as
+// Redisson's readers all wake on it, and a reader that gets in wakes the
+// others: its acquisition publishes nothing, and what let it in (a
+// Redisson downgrade, which publishes nothing, among them) lets them in.
+// A reader's holds are counted in its owner field and renewed with their
+// timeout keys (lua/rwlock_read_renew.lua, Redisson 4.x's renewal: its
+// own holds only); a writer's are counted in C:H:write and renewed as the
+// reentrant lock's. Timers are the reentrant lock's (any wait from 1ms,
+// capped by Options.MaxWaitTimer).
+func (c *Client) rwProtocol(k Kind, calls lockCalls, ch string, mode wake.Mode, count string, renewal *renew.Spec) *protocol {
+	return &protocol{
+		lockCalls:   calls,
+		kind:        k,
+		channel:     ch,
+		mode:        mode,
+		floor:       time.Millisecond,
+		ceil:        c.cfg.MaxWaitTimer,
+		countSuffix: count,
+		renewal:     renewal,
+	}
+}
+
+// rwEnv is what both sides of a read-write lock's calls share: the
 // lock's hash, the timeout prefix and the channel.
 type rwEnv struct {
-	env      *scriptEnv
-	name     string
-	prefix   string
-	ch       string // tag("redisson_rwlock", N): "0" when the last reader leaves, "1" when a writer does
-	maxTimer time.Duration
+	env    *scriptEnv
+	name   string
+	prefix string
+	ch     string // tag("redisson_rwlock", N): "0" when the last reader leaves, "1" when a writer does
 }
 
 func (p rwEnv) forceRelease(ctx context.Context, latch, mode string) (bool, error) {
@@ -85,71 +110,47 @@ func (p rwEnv) forceRelease(ctx context.Context, latch, mode string) (bool, erro
 		generated.RwlockForceReleaseArgs{Mode: mode, LatchMS: p.env.latchMS, Publish: p.env.publish})
 }
 
-// status reads the lock as field sees it, as the reentrant status's
-// {locked, holds, PTTL}: locked by the side's own rule (Redisson 4.x's
-// isLocked), holds of the side's own field.
-func (p rwEnv) status(ctx context.Context, field string, write bool) ([]int64, error) {
+// status reads the lock as field sees it: locked by the side's own rule
+// (Redisson 4.x's isLocked), holds of the side's own field.
+func (p rwEnv) status(ctx context.Context, field string, write bool) (Status, error) {
 	st, err := generated.RwlockStatus(ctx, p.env.calls, generated.RwlockStatusKeys{Lock: p.name}, generated.RwlockStatusArgs{Field: field})
 	if err != nil {
-		return nil, err
+		return Status{}, err
 	}
 	if len(st) != 5 {
-		return nil, fmt.Errorf("rwlock_status reply has %d elements, want 5", len(st))
+		return Status{}, fmt.Errorf("rwlock_status reply has %d elements, want 5", len(st))
 	}
 	mode, reads, writes, pttl, fields := st[0], st[1], st[2], st[3], st[4]
 	if write {
-		return []int64{b2i(mode == 2), writes, pttl}, nil
+		return statusOf(mode == 2, writes, pttl), nil
 	}
 	// A read lock is held in read mode, or in write mode when the writer
 	// holds read holds too (mode, its write field and its read field).
-	return []int64{b2i(mode == 1 || mode == 2 && fields > 2), reads, pttl}, nil
+	return statusOf(mode == 1 || mode == 2 && fields > 2, reads, pttl), nil
 }
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func (p rwEnv) leave(context.Context, string) error { return nil }
-func (p rwEnv) queues() bool                        { return false }
-func (p rwEnv) channel(string) string               { return p.ch }
-
-// timer: as the reentrant lock's (any wait from 1ms, capped by
-// Options.MaxWaitTimer).
-func (p rwEnv) timer(time.Duration) (floor, ceil time.Duration) { return time.Millisecond, p.maxTimer }
-
-// rwRead is the protocol of the read lock.
+// rwRead is the calls of the read lock.
 type rwRead struct{ rwEnv }
 
-func (p *rwRead) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
-	wait, err := generated.RwlockReadAcquire(ctx, p.env.scripts,
+func (p rwRead) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
+	return waited(generated.RwlockReadAcquire(ctx, p.env.scripts,
 		generated.RwlockReadAcquireKeys{Lock: p.name, Prefix: p.prefix},
-		generated.RwlockReadAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, Holds: int64(a.holds)})
-	return attemptResult{acquired: err == nil && wait == 0, wait: time.Duration(wait) * time.Millisecond}, err
+		generated.RwlockReadAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, Holds: int64(a.holds)}))
 }
 
-func (p *rwRead) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.RwlockReadRelease(ctx, p.env.calls,
+func (p rwRead) release(ctx context.Context, a releaseArgs) (releaseOutcome, error) {
+	return releaseOf(generated.RwlockReadRelease(ctx, p.env.calls,
 		generated.RwlockReadReleaseKeys{Lock: p.name, Prefix: p.prefix, Channel: p.ch, Latch: a.latch},
-		generated.RwlockReadReleaseArgs{Field: a.field, LatchMS: p.env.latchMS, Publish: p.env.publish, Holds: int64(a.holds)})
+		generated.RwlockReadReleaseArgs{Field: a.field, LatchMS: p.env.latchMS, Publish: p.env.publish, Holds: int64(a.holds)}))
 }
 
-func (p *rwRead) forceRelease(ctx context.Context, latch string) (bool, error) {
+func (p rwRead) forceRelease(ctx context.Context, latch string) (bool, error) {
 	return p.rwEnv.forceRelease(ctx, latch, "read")
 }
 
-func (p *rwRead) status(ctx context.Context, field string) ([]int64, error) {
+func (p rwRead) status(ctx context.Context, field string) (Status, error) {
 	return p.rwEnv.status(ctx, field, false)
 }
-
-// countField: a reader's holds are counted in its owner field.
-func (p *rwRead) countField(field string) string { return field }
-
-// renewal: the owner's read holds' timeout keys and the lock's hash, with
-// lua/rwlock_read_renew.lua (Redisson 4.x's renewal: its own holds only).
-func (p *rwRead) renewal() *renew.Spec { return rwReadRenewal }
 
 // rwReadRenewal renews read holds: many locks of one slot per call, each
 // lock's KEYS the hash N and its timeout prefix P.
@@ -167,10 +168,10 @@ var rwReadRenewal = &renew.Spec{
 	Result: generated.RwlockReadRenewResult,
 }
 
-// rwWrite is the protocol of the write lock.
+// rwWrite is the calls of the write lock.
 type rwWrite struct{ rwEnv }
 
-func (p *rwWrite) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
+func (p rwWrite) acquire(ctx context.Context, a attemptArgs) (attemptResult, error) {
 	wait, err := generated.RwlockWriteAcquire(ctx, p.env.scripts,
 		generated.RwlockWriteAcquireKeys{Lock: p.name},
 		generated.RwlockWriteAcquireArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, Holds: int64(a.holds)})
@@ -178,27 +179,20 @@ func (p *rwWrite) acquire(ctx context.Context, a attemptArgs) (attemptResult, er
 		// The script's reply says what ErrUpgrade says: print it once.
 		err = fmt.Errorf("%w: owner %s holds read holds; release them first", ErrUpgrade, a.field)
 	}
-	return attemptResult{acquired: err == nil && wait == 0, wait: time.Duration(wait) * time.Millisecond}, err
+	return waited(wait, err)
 }
 
-func (p *rwWrite) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.RwlockWriteRelease(ctx, p.env.calls,
+func (p rwWrite) release(ctx context.Context, a releaseArgs) (releaseOutcome, error) {
+	return releaseOf(generated.RwlockWriteRelease(ctx, p.env.calls,
 		generated.RwlockWriteReleaseKeys{Lock: p.name, Channel: p.ch, Latch: a.latch},
 		generated.RwlockWriteReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, LatchMS: p.env.latchMS,
-			Publish: p.env.publish, Holds: int64(a.holds)})
+			Publish: p.env.publish, Holds: int64(a.holds)}))
 }
 
-func (p *rwWrite) forceRelease(ctx context.Context, latch string) (bool, error) {
+func (p rwWrite) forceRelease(ctx context.Context, latch string) (bool, error) {
 	return p.rwEnv.forceRelease(ctx, latch, "write")
 }
 
-func (p *rwWrite) status(ctx context.Context, field string) ([]int64, error) {
+func (p rwWrite) status(ctx context.Context, field string) (Status, error) {
 	return p.rwEnv.status(ctx, field, true)
 }
-
-// countField: a writer's holds are counted in C:H:write.
-func (p *rwWrite) countField(field string) string { return field + ":write" }
-
-// renewal: write holds are renewed as the reentrant lock's (lock_renew),
-// on the field C:H:write.
-func (p *rwWrite) renewal() *renew.Spec { return lockRenewal }

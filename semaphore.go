@@ -193,56 +193,49 @@ func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 	// One request id for the whole call: a refused attempt leaves no
 	// latch, and a resend of a successful one replays it.
 	req, waiter := newRequest(s.name)
-	claimMS := int64(0)
-	if wait != 0 {
-		claimMS = claimPolls * min(claimRefresh, s.c.cfg.MaxWaitTimer).Milliseconds()
-	}
-	attempt := func(ctx context.Context, w string, claim int64) (int64, error) {
+	cl := newClaim(s.c, s.claim, waiter, wait)
+	attempt := func(ctx context.Context, w string, claimMS int64) (int64, error) {
 		return generated.SemaphoreAcquire(ctx, s.c.env.scripts,
 			generated.SemaphoreAcquireKeys{Sem: s.name, Request: req, Claim: s.claim},
-			generated.SemaphoreAcquireArgs{Permits: int64(n), LatchMS: s.c.env.latchMS, Waiter: w, ClaimMS: claim})
+			generated.SemaphoreAcquireArgs{Permits: int64(n), LatchMS: s.c.env.latchMS, Waiter: w, ClaimMS: claimMS})
 	}
-	// claimed: an attempt may have left a claim of this waiter (given up
-	// at the end); holds: the last refusal said this waiter holds it.
-	claimed, holds := false, false
-	err := s.c.waitFor(ctx, wait, &waitFuncs{
-		ch: s.channel,
-		attempt: func(ctx context.Context) (bool, time.Duration, error) {
-			v, err := attempt(ctx, waiter, claimMS)
-			holds = err == nil && v == 2
-			claimed = claimed || holds || (err != nil && claimMS > 0)
-			return err == nil && v == 1, -1, err
-		},
-		maxTimer: func() time.Duration { return s.c.cfg.MaxWaitTimer },
-		undo:     func(ctx context.Context) error { return s.release(ctx, n) },
-		every: func() time.Duration {
-			if holds {
-				// Keep the claim alive: it lapses after claimPolls refreshes.
-				return min(claimRefresh, s.c.cfg.MaxWaitTimer)
+	_, err := s.c.acquire(ctx, &waitFuncs{
+		ch:       s.channel,
+		maxTimer: s.c.cfg.MaxWaitTimer,
+		attempt: func(ctx context.Context) outcome {
+			switch v, err := attempt(ctx, waiter, cl.ms); {
+			case err != nil:
+				return cl.failed(err)
+			case v == 1:
+				return outcome{acquired: true}
+			default:
+				return cl.refused(v == 2, -1) // 2: refused, this waiter holds the claim
 			}
-			return 0
 		},
-		clean: func(unknown bool) {
-			if !unknown && !claimed {
-				return
-			}
-			// Give back what an attempt with a lost reply may have taken
-			// (its resend replays it, or takes the permits now: either way
-			// they are released), and give up the claim.
-			s.c.background(func() {
-				bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-				defer cancel()
-				if unknown {
-					if v, err := attempt(bctx, "", 0); err == nil && v == 1 {
-						_ = s.release(bctx, n)
+		clean: func(ctx context.Context, g leftover) error {
+			if g.unknown {
+				// Give back what an attempt with a lost reply may have
+				// taken: its resend replays it, or takes the permits now;
+				// either way they are released.
+				v, err := attempt(ctx, "", 0)
+				if err == nil && v == 1 {
+					if err = s.release(ctx, n); err == nil {
+						// A later attempt of the call (after a revoke,
+						// engine.go) must not replay the one given back.
+						s.c.dropLatch(nil, req)
+						req, _ = newRequest(s.name)
 					}
 				}
-				if claimed {
-					_, _ = generated.SemaphoreUnclaim(bctx, s.c.env.calls, generated.SemaphoreUnclaimKeys{Claim: s.claim}, generated.SemaphoreUnclaimArgs{Waiter: waiter})
+				if err != nil {
+					return err
 				}
-			})
+			}
+			if g.queued {
+				return cl.drop(ctx)
+			}
+			return nil
 		},
-	})
+	}, wait, 0)
 	if err == nil {
 		s.c.dropLatch(nil, req)
 		return nil

@@ -1,11 +1,6 @@
 package lualock
 
-import (
-	"context"
-	"time"
-
-	"github.com/lualock/lualock/generated"
-)
+import "time"
 
 // Bounds of the spin lock's back-off between attempts: Redisson's RSpinLock
 // starts at 1 ms and doubles up to 128 ms; the engine's backoff jitters
@@ -28,26 +23,13 @@ const (
 // exclude each other, but a spin release wakes no reentrant waiter: it
 // sleeps until its fallback timer.
 func (c *Client) NewSpinLock(name string) *Lock {
-	return c.newLock(name, KindSpin, &spin{reentrant: newReentrant(c.env, name, c.cfg.MaxWaitTimer)})
+	// The reentrant lock's protocol, publishing nothing, with no channel
+	// to wait on and back-off bounds of its own.
+	r := c.reentrantCalls(name)
+	r.publish = "none"
+	p := c.newReentrant(name)
+	p.lockCalls, p.kind = r, KindSpin
+	p.channel = ""
+	p.spinFirst, p.spinMax = spinFirst, spinMax
+	return c.newLock(name, p)
 }
-
-// spin is the protocol of Redisson's RSpinLock: the reentrant lock's
-// scripts, publishing nothing, with no channel to wait on.
-type spin struct{ *reentrant }
-
-func (p *spin) release(ctx context.Context, a releaseArgs) (*int64, error) {
-	return generated.LockRelease(ctx, p.env.calls,
-		generated.LockReleaseKeys{Lock: p.name, Channel: p.ch, Latch: a.latch},
-		generated.LockReleaseArgs{LeaseMS: a.lease.Milliseconds(), Field: a.field, LatchMS: p.env.latchMS,
-			Publish: "none", Holds: int64(a.holds)})
-}
-
-func (p *spin) forceRelease(ctx context.Context, latch string) (bool, error) {
-	return generated.LockForceRelease(ctx, p.env.calls,
-		generated.LockForceReleaseKeys{Lock: p.name, Channel: p.ch, Latch: latch},
-		generated.LockForceReleaseArgs{LatchMS: p.env.latchMS, Publish: "none"})
-}
-
-func (p *spin) channel(string) string { return "" }
-
-func (p *spin) spinBackoff() (first, max time.Duration) { return spinFirst, spinMax }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/internal/keys"
 )
 
 // latchSweeper deletes the unlock latches of releases whose reply arrived
@@ -68,11 +70,11 @@ func (s *latchSweeper) drop(latch string) {
 }
 
 // dropIfWritten queues latch for deletion if the release that replied res
-// wrote it: the last hold's (res 1), or any of a release that named no hold
-// count (holds 0). A release that named its count and left holds (res 0)
-// wrote none: its count makes its resend safe.
-func (s *latchSweeper) dropIfWritten(latch string, res *int64, holds int) {
-	if holds == 0 || (res != nil && *res == 1) {
+// wrote it: the last hold's (releaseFreed), or any of a release that named
+// no hold count (holds 0). A release that named its count and left holds
+// (releasePartial) wrote none: its count makes its resend safe.
+func (s *latchSweeper) dropIfWritten(latch string, res releaseOutcome, holds int) {
+	if holds == 0 || res == releaseFreed {
 		s.drop(latch)
 	}
 }
@@ -114,14 +116,14 @@ func (s *latchSweeper) run() {
 // sweep deletes the pending latches.
 func (s *latchSweeper) sweep() {
 	s.mu.Lock()
-	keys := s.pending
+	pending := s.pending
 	s.pending = s.spare[:0]
 	s.mu.Unlock()
 	defer func() {
-		clear(keys)
-		s.spare = keys
+		clear(pending)
+		s.spare = pending
 	}()
-	if len(keys) == 0 {
+	if len(pending) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
@@ -130,15 +132,15 @@ func (s *latchSweeper) sweep() {
 	if !cluster {
 		// One server: every latch in the same UNLINKs, no grouping.
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			unlinkAll(ctx, p, keys)
+			unlinkAll(ctx, p, pending)
 			return nil
 		})
 		return
 	}
 	groups := map[int][]string{}
 	var order []int
-	for _, k := range keys {
-		g := slot(k)
+	for _, k := range pending {
+		g := keys.Slot(k)
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}

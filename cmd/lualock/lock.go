@@ -284,11 +284,7 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, client *lualock.Cli
 			case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
 				return a.notObtained, false // as flock -n: the status says it
 			case errors.Is(err, lualock.ErrNotObtained):
-				detail := "" // Redis errors met while waiting
-				if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
-					detail = err.Error()[i:]
-				}
-				return errorf(stderr, a.notObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, detail), false
+				return errorf(stderr, a.notObtained, "lock %s not obtained within %v%s", a.name, a.wait.d, lastError(err)), false
 			case errors.Is(err, lualock.ErrInvalid):
 				return usagef(stderr, "lock: %v", clean(err)), false
 			default:
@@ -375,4 +371,19 @@ func signum(s os.Signal) int {
 // each level of wrapping, since lualock prints its own.
 func clean(err error) string {
 	return strings.ReplaceAll(err.Error(), "lualock: ", "")
+}
+
+// lastError returns " (last error: E)" for the last Redis error a wait
+// met, which lualock joins to ErrNotObtained (its Unwrap() []error lists
+// it last), or "" when there was none.
+func lastError(err error) string {
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return ""
+	}
+	errs := joined.Unwrap()
+	if len(errs) < 2 {
+		return ""
+	}
+	return " (last error: " + clean(errs[len(errs)-1]) + ")"
 }

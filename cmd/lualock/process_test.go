@@ -438,7 +438,10 @@ func TestChildEnvironment(t *testing.T) {
 
 // A force unlock reaches the holder at once through its hold tracker (not
 // at its next renewal, 10s later with the default lease): lualock says the
-// lock is lost within 100ms.
+// lock is lost within 100ms + the force release's round trip and three
+// wake-ups (the holder's message reader, its loss report, this test's
+// reader of its stderr) as a canary measured them in the same test, so
+// that a loaded machine does not pass for a missed message.
 func TestForceUnlockNoticedAtOnce(t *testing.T) {
 	s := newServer(t)
 	for _, fair := range []bool{false, true} {
@@ -460,6 +463,8 @@ func TestForceUnlockNoticedAtOnce(t *testing.T) {
 			if fair {
 				l = c.NewFairLock(name)
 			}
+			canary := harness.StartCanary(t, 5*time.Millisecond, s.rdb)
+			time.Sleep(50 * time.Millisecond) // a few measures before the clock starts
 			start := time.Now()
 			if deleted, err := l.ForceUnlock(context.Background()); err != nil || !deleted {
 				t.Fatalf("ForceUnlock: %v %v", deleted, err)
@@ -472,9 +477,10 @@ func TestForceUnlockNoticedAtOnce(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			took := time.Since(start)
-			t.Logf("force unlock reported by the holder after %v", took)
-			if took > 100*time.Millisecond {
-				t.Errorf("force unlock reported after %v, want within 100ms", took)
+			load := canary.Allowance(3, 1)
+			t.Logf("force unlock reported by the holder after %v (%v)", took, canary)
+			if took > 100*time.Millisecond+load {
+				t.Errorf("force unlock reported after %v, want within 100ms + %v for the load (%v)", took, load, canary)
 			}
 			if code := holder.wait(t, 5*time.Second); code != exitLost {
 				t.Errorf("holder exit %d, want %d", code, exitLost)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -100,11 +99,7 @@ wait:
 	case errors.Is(err, lualock.ErrNotObtained) && a.quiet:
 		return a.notObtained // as flock -n: the status says it
 	case errors.Is(err, lualock.ErrNotObtained):
-		detail := ""
-		if i := strings.Index(err.Error(), " (last error: "); i >= 0 {
-			detail = err.Error()[i:]
-		}
-		return errorf(stderr, a.notObtained, "no permit of semaphore %s within %v%s", a.name, a.wait.d, detail)
+		return errorf(stderr, a.notObtained, "no permit of semaphore %s within %v%s", a.name, a.wait.d, lastError(err))
 	case errors.Is(err, lualock.ErrUnavailable):
 		return errorf(stderr, exitError, "Redis did not answer within -wait %v: no permit of semaphore %s (%v)", a.wait.d, a.name, clean(err))
 	case errors.Is(err, lualock.ErrInvalid):

@@ -15,10 +15,14 @@
 // The demo checks mutual exclusion itself (a flag that a worker sets when
 // its Lock returns and clears before it calls Unlock) and fails on overlap.
 //
-// With -fair the workers start a few milliseconds apart (-stagger), so they
-// queue in order, and the lock goes round-robin: each worker queues again at
-// the tail after its turn. Without -fair, a worker that releases the lock
-// often takes it straight back: the reentrant lock does not queue.
+// With -fair each worker starts once the one before it is in the fair
+// queue (or holds the lock), so they queue in order, and a holder releases
+// only once every other worker with rounds left is queued: the lock goes
+// round-robin, each worker queueing again at the tail after its turn, and
+// the order checked is the order the queue received them, however loaded
+// the machine. Without -fair the workers start -stagger apart, and a
+// worker that releases the lock often takes it straight back: the
+// reentrant lock does not queue.
 package main
 
 import (
@@ -79,7 +83,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.workers, "workers", 5, "number of workers contending for the lock")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "times each worker takes the lock")
 	fs.DurationVar(&cfg.hold, "hold", 200*time.Millisecond, "how long a worker keeps the lock each time")
-	fs.DurationVar(&cfg.stagger, "stagger", 5*time.Millisecond, "delay between the starts of consecutive workers")
+	fs.DurationVar(&cfg.stagger, "stagger", 5*time.Millisecond, "delay between the starts of consecutive workers (without -fair, which starts each once the one before is queued)")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up when the demo has not finished after this")
 	fs.StringVar(&cfg.addr, "addr", "", "Redis `URL` (redis://host:port[/db]) or host:port; default: an embedded miniredis")
 	fs.StringVar(&cfg.name, "name", "", "lock name (default: lockdemo:<random>)")
@@ -119,7 +123,7 @@ func run(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "lockdemo: %d workers x %d rounds, hold %v, %s %q on %s\n",
 		cfg.workers, cfg.rounds, cfg.hold, kind, cfg.name, where)
 
-	d := &demo{cfg: cfg, out: stdout, client: client}
+	d := newDemo(cfg, stdout, client, rdb)
 	if err := d.warmUp(); err != nil {
 		return err
 	}
@@ -187,6 +191,7 @@ type demo struct {
 	cfg    config
 	out    io.Writer
 	client *lualock.Client
+	rdb    *redis.Client
 	start  time.Time
 	inside atomic.Bool // some worker is between its Lock and its Unlock
 
@@ -194,6 +199,14 @@ type demo struct {
 	holder      string    // worker inside, for the overlap message
 	lastRelease time.Time // when the last holder started its Unlock
 	acqs        []acquisition
+	fields      []string // each worker's owner field, once it has started
+	left        []int    // each worker's rounds not yet taken
+}
+
+// newDemo returns a run of cfg that reports to out.
+func newDemo(cfg config, out io.Writer, client *lualock.Client, rdb *redis.Client) *demo {
+	return &demo{cfg: cfg, out: out, client: client, rdb: rdb,
+		fields: make([]string, cfg.workers), left: make([]int, cfg.workers)}
 }
 
 type acquisition struct {
@@ -262,8 +275,18 @@ func workerName(i int) string { return "worker-" + strconv.Itoa(i+1) }
 func (d *demo) worker(ctx context.Context, i int) error {
 	name := workerName(i)
 	lock := d.newLock() // one handle per worker: each is its own owner
-	if err := sleep(ctx, time.Duration(i)*d.cfg.stagger); err != nil {
-		return nil // another worker failed
+	d.mu.Lock()
+	d.fields[i], d.left[i] = lock.Field(), d.cfg.rounds
+	d.mu.Unlock()
+	var err error
+	switch {
+	case d.cfg.fair && i > 0: // the first asks at once
+		err = d.waitQueued(ctx, func(j int) bool { return j == i-1 })
+	case !d.cfg.fair:
+		err = sleep(ctx, time.Duration(i)*d.cfg.stagger)
+	}
+	if err != nil {
+		return nil // another worker failed, or the timeout: run reports it
 	}
 	for range d.cfg.rounds {
 		asked := time.Now()
@@ -284,6 +307,11 @@ func (d *demo) worker(ctx context.Context, i int) error {
 		case <-lock.Done():
 			return fmt.Errorf("%s: lock lost while holding it: %w", name, context.Cause(lock.Context()))
 		case <-ctx.Done():
+		}
+		if d.cfg.fair {
+			// Every other worker with rounds left waits in the queue
+			// before this one releases: the handoffs follow the queue.
+			_ = d.waitQueued(ctx, func(j int) bool { return j != i && d.left[j] > 0 })
 		}
 		d.releasing(i)
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -314,6 +342,7 @@ func (d *demo) acquired(i int, asked, got time.Time) error {
 		a.handoff = got.Sub(d.lastRelease)
 	}
 	d.acqs = append(d.acqs, a)
+	d.left[i]--
 	if a.handoff < 0 {
 		fmt.Fprintf(d.out, "%s %s acquired (waited %s)\n", d.at(got), workerName(i), ms(a.wait))
 	} else {
@@ -405,6 +434,42 @@ func ms(d time.Duration) string {
 // at formats the time since the start of the demo, for the first column.
 func (d *demo) at(t time.Time) string {
 	return fmt.Sprintf("+%8.1fms", float64(t.Sub(d.start))/float64(time.Millisecond))
+}
+
+// queueKey is the fair lock's queue of waiters (docs/PROTOCOL.md):
+// redisson_lock_queue:{name}, or redisson_lock_queue:name when name has a
+// hash tag of its own.
+func queueKey(name string) string {
+	if strings.Contains(name, "{") {
+		return "redisson_lock_queue:" + name
+	}
+	return "redisson_lock_queue:{" + name + "}"
+}
+
+// waitQueued waits until every worker j that want selects (under d.mu)
+// has started and is in the fair queue or holds the lock, polling the
+// queue in Redis every millisecond.
+func (d *demo) waitQueued(ctx context.Context, want func(j int) bool) error {
+	for {
+		queue, err := d.rdb.LRange(ctx, queueKey(d.cfg.name), 0, -1).Result()
+		if err != nil {
+			return err
+		}
+		ready := true
+		d.mu.Lock()
+		for j := range d.cfg.workers {
+			if want(j) && (d.fields[j] == "" || !slices.Contains(queue, d.fields[j]) && d.holder != workerName(j)) {
+				ready = false
+			}
+		}
+		d.mu.Unlock()
+		if ready {
+			return nil
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

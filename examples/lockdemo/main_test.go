@@ -69,10 +69,11 @@ func TestDemo(t *testing.T) {
 }
 
 func TestDemoFair(t *testing.T) {
-	// Every worker asks (stagger 20ms apart) well before the first release
-	// (hold 150ms), so they queue in start order and the lock must go
-	// round-robin.
-	out := runDemo(t, "-fair", "-workers", "4", "-rounds", "2", "-hold", "150ms", "-stagger", "20ms")
+	// With -fair each worker asks once the one before it is in the queue,
+	// and a holder releases once every other worker with rounds left is
+	// queued: by causality, not by timing, they queue in start order, and
+	// the lock must go round-robin, to the worker that asked first.
+	out := runDemo(t, "-fair", "-workers", "4", "-rounds", "2", "-hold", "20ms")
 	checkOutput(t, out, 4, 2)
 	if !strings.Contains(out, "order      1 2 3 4 1 2 3 4\n") {
 		t.Errorf("fair lock handoffs were not round-robin in start order")
@@ -83,7 +84,7 @@ func TestDemoFair(t *testing.T) {
 }
 
 func TestDemoDetectsOverlap(t *testing.T) {
-	d := &demo{cfg: config{workers: 2}, out: &bytes.Buffer{}}
+	d := newDemo(config{workers: 2}, &bytes.Buffer{}, nil, nil)
 	if err := d.acquired(0, d.start, d.start); err != nil {
 		t.Fatal(err)
 	}

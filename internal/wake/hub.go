@@ -12,8 +12,14 @@
 //     cannot miss the next release; it tells whether the subscription is
 //     fresh (a release may have gone unheard since the caller's last
 //     attempt).
-//   - A message wakes one waiter of its channel, the one idle longest; a
-//     message that finds no waiter is kept for the next one.
+//   - A message wakes one waiter of its channel that asked to be woken
+//     one per message (WakeOne), the one idle longest, and every waiter
+//     that asked to be woken by every message (WakeAll, WakeShared: a
+//     release that may serve several waiters, such as a write release for
+//     the readers or a semaphore's release); a message that finds no
+//     waiter is kept for the next one. A WakeShared waiter that gets the
+//     lock wakes the other WakeShared waiters (what let one reader in lets
+//     them all in).
 //   - A resubscription (after a reconnect or a move) wakes every waiter
 //     and every watcher: messages may have been lost meanwhile.
 //   - Each channel has one fallback timer, set to the earliest retry time
@@ -143,6 +149,7 @@ type channel struct {
 	ceil      time.Duration // the longest timer its waiters asked for
 	linger    Timer         // unsubscribes a channel left without waiters
 	pending   bool          // a message came while no waiter listened
+	heard     time.Time     // the last message or resubscription
 	watchers  []*Watch
 }
 
@@ -182,45 +189,70 @@ func (h *Hub) closedLocked() bool {
 	}
 }
 
+// Mode is how a channel's messages wake a waiter.
+type Mode uint8
+
+const (
+	// WakeOne: a message wakes one WakeOne waiter of the channel, the one
+	// idle longest (an exclusive lock's release serves one waiter).
+	WakeOne Mode = iota
+	// WakeAll: every message wakes every WakeAll (and WakeShared) waiter
+	// of the channel (a release that may serve several: a semaphore's
+	// permits, a latch that opens).
+	WakeAll
+	// WakeShared is WakeAll whose waiters share what one of them gets:
+	// a WakeShared waiter that got the lock (Release with acquired) wakes
+	// every other WakeShared waiter of the channel, as what let one reader
+	// in lets every reader in, even when no message said so (a downgrade
+	// that publishes nothing, seen by one reader at its fallback timer).
+	WakeShared
+)
+
 // Waiter is one goroutine's interest in a channel, from Subscribe to
 // Release.
 type Waiter struct {
 	h    *Hub
 	ch   *channel
+	mode Mode
 	wake chan struct{} // one pending wake-up at most
 	done bool          // released
 }
 
-// Subscribe registers a waiter on channel, subscribing the channel if it is
-// new, and waits (up to Config.ConfirmWait) until Redis has confirmed the
-// subscription, so that an attempt made after it returns cannot miss the
-// next release. fresh is false when the channel was subscribed and
-// confirmed already (a lingering subscription, or other waiters): then no
-// release since the caller's last attempt can have gone unheard, since a
-// message with no waiter to wake is kept for the next one. A subscription
+// Subscribe registers a waiter on channel, woken by its messages as mode
+// says, subscribing the channel if it is new, and waits (up to
+// Config.ConfirmWait) until Redis has confirmed the subscription, so that
+// an attempt made after it returns cannot miss the next release. fresh is
+// false when the channel was subscribed and confirmed already (a
+// lingering subscription, or other waiters) and no message came on it
+// since since (the start of the caller's last attempt, by the hub's
+// clock; zero: not asked): then no release since that attempt can have
+// gone unheard, since a message with no waiter to wake is kept for the
+// next one. (A message that other waiters heard since then may have freed
+// what this one waits for: a WakeAll waiter must try again.) A subscription
 // Redis does not confirm in time (it is unreachable) is not an error: the
 // transport subscribes again when it reconnects, and the waiter's fallback
 // timer covers the meantime.
 //
 // It returns ctx's error when ctx ends during the wait, and Config.ErrClosed
 // when the hub is closed or closes meanwhile; the waiter is then released.
-func (h *Hub) Subscribe(ctx context.Context, channel string) (w *Waiter, fresh bool, err error) {
+func (h *Hub) Subscribe(ctx context.Context, channel string, mode Mode, since time.Time) (w *Waiter, fresh bool, err error) {
 	h.mu.Lock()
 	if h.closedLocked() {
 		h.mu.Unlock()
 		return nil, false, h.cfg.ErrClosed
 	}
 	cs := h.use(channel)
-	w = &Waiter{h: h, ch: cs, wake: make(chan struct{}, 1)}
+	w = &Waiter{h: h, ch: cs, mode: mode, wake: make(chan struct{}, 1)}
 	cs.waiters = append(cs.waiters, w)
 	if cs.pending {
 		cs.pending = false
 		w.Signal()
 	}
-	ready, fresh := cs.ready, !cs.confirmed
+	ready, confirmed := cs.ready, cs.confirmed
+	heard := !since.IsZero() && cs.heard.After(since)
 	h.mu.Unlock()
-	if !fresh {
-		return w, false, nil
+	if confirmed {
+		return w, heard, nil
 	}
 
 	expired := make(chan struct{})
@@ -339,10 +371,20 @@ func (w *Waiter) Release(acquired bool, lease time.Duration) {
 	cs.waiters = slices.DeleteFunc(cs.waiters, func(x *Waiter) bool { return x == w })
 	select {
 	case <-w.wake:
-		if !cs.wakeOne() && len(cs.waiters) == 0 {
+		// An unused wake-up passes to another waiter. One taken by a
+		// WakeAll or WakeShared waiter that got the lock is dropped: the
+		// others of its mode heard the same message (or its sharing).
+		if (!acquired || w.mode == WakeOne) && !cs.wakeOne() && len(cs.waiters) == 0 {
 			cs.pending = true
 		}
 	default:
+	}
+	if acquired && w.mode == WakeShared {
+		for _, x := range cs.waiters {
+			if x.mode == WakeShared {
+				x.Signal()
+			}
+		}
 	}
 	if h.closedLocked() {
 		return
@@ -485,6 +527,7 @@ func (e events) Resubscribed(channel string) {
 	if cs == nil || h.closedLocked() {
 		return
 	}
+	cs.heard = h.cfg.Clock.Now()
 	if f := h.cfg.OnResubscribe; f != nil {
 		f(channel, len(cs.waiters))
 	}
@@ -505,10 +548,32 @@ func (e events) Message(channel string) {
 	if cs == nil || h.closedLocked() {
 		return
 	}
-	if !cs.wakeOne() && len(cs.waiters) == 0 {
+	cs.heard = h.cfg.Clock.Now()
+	if !cs.wakeMessage() && len(cs.waiters) == 0 {
 		cs.pending = true
 	}
 	cs.notifyAll()
+}
+
+// wakeMessage wakes the waiters a message wakes: every WakeAll and
+// WakeShared waiter,
+// and the longest-idle WakeOne waiter that has no wake-up pending (moved
+// to the back). It reports whether it woke one. h.mu is held.
+func (cs *channel) wakeMessage() bool {
+	woke, one := false, false
+	for i := 0; i < len(cs.waiters); i++ {
+		w := cs.waiters[i]
+		switch {
+		case w.mode != WakeOne:
+			woke = w.Signal() || woke
+		case !one && w.Signal():
+			one, woke = true, true
+			// To the back: the next message wakes another one.
+			cs.waiters = append(append(cs.waiters[:i:i], cs.waiters[i+1:]...), w)
+			i--
+		}
+	}
+	return woke
 }
 
 // Counts returns the number of waiters, of channels subscribed (once per

@@ -3,6 +3,7 @@ package wake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ type subResult struct {
 func subscribeAsync(ctx context.Context, h *wake.Hub, channel string) <-chan subResult {
 	res := make(chan subResult, 1)
 	go func() {
-		w, fresh, err := h.Subscribe(ctx, channel)
+		w, fresh, err := h.Subscribe(ctx, channel, wake.WakeOne, time.Time{})
 		res <- subResult{w, fresh, err}
 	}()
 	return res
@@ -83,7 +84,7 @@ func moreWaiters(t *testing.T, h *wake.Hub, channel string, n int) []*wake.Waite
 	t.Helper()
 	var ws []*wake.Waiter
 	for range n {
-		w, fresh, err := h.Subscribe(context.Background(), channel)
+		w, fresh, err := h.Subscribe(context.Background(), channel, wake.WakeOne, time.Time{})
 		if err != nil || fresh {
 			t.Fatalf("Subscribe on a confirmed channel = fresh %v, %v; want not fresh, nil", fresh, err)
 		}
@@ -160,6 +161,126 @@ func TestHub_Message_longestIdleFirst(t *testing.T) {
 	ws[1].Signal()
 	ft.ev.Message(ch)
 	wantWoken(t, "a message while ws[1] has one pending", ws, false, true, true)
+}
+
+// TestHub_Message_wakeAllMode: a message wakes every WakeAll waiter of
+// its channel and, beside them, one WakeOne waiter (the longest idle),
+// as a write release wakes every reader and one writer; a WakeAll waiter
+// with a wake-up pending keeps one; the fallback timer still wakes one
+// waiter of any mode.
+func TestHub_Message_wakeAllMode(t *testing.T) {
+	h, ft, clock := newTestHub(t, wake.Config{})
+	one := []*wake.Waiter{firstWaiter(t, h, ft, ch)}
+	var all []*wake.Waiter
+	for range 3 {
+		w, fresh, err := h.Subscribe(context.Background(), ch, wake.WakeAll, time.Time{})
+		if err != nil || fresh {
+			t.Fatalf("Subscribe WakeAll = fresh %v, %v; want not fresh, nil", fresh, err)
+		}
+		all = append(all, w)
+	}
+	one = append(one, moreWaiters(t, h, ch, 1)...)
+	ft.ev.Message(ch)
+	wantWoken(t, "1st message: WakeAll waiters", all, true, true, true)
+	wantWoken(t, "1st message: WakeOne waiters", one, true, false)
+	all[1].Signal()
+	ft.ev.Message(ch)
+	wantWoken(t, "2nd message: WakeAll waiters", all, true, true, true)
+	wantWoken(t, "and no second wake-up for the one pending", all, false, false, false)
+	wantWoken(t, "2nd message: WakeOne waiters", one, false, true)
+
+	// The fallback timer wakes one waiter, whatever its mode.
+	one[0].Hint(-1, time.Millisecond, 5*time.Second)
+	clock.Advance(5 * time.Second)
+	if n := countWoken(append(all, one...)...); n != 1 {
+		t.Errorf("the fallback timer woke %d waiters, want 1", n)
+	}
+}
+
+// TestHub_Message_wakeAllOnly: with only WakeAll waiters (a latch's
+// Await, a semaphore's waiters) every message wakes all of them, and a
+// message with no waiter is kept for the next one.
+func TestHub_Message_wakeAllOnly(t *testing.T) {
+	h, ft, _ := newTestHub(t, wake.Config{Linger: time.Hour})
+	first := firstWaiter(t, h, ft, ch)
+	first.Release(true, time.Minute)
+	ft.ev.Message(ch)
+	var all []*wake.Waiter
+	for range 3 {
+		w, _, err := h.Subscribe(context.Background(), ch, wake.WakeAll, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, w)
+	}
+	wantWoken(t, "the kept message", all, true, false, false)
+	for i := range 3 {
+		ft.ev.Message(ch)
+		wantWoken(t, fmt.Sprintf("message %d", i), all, true, true, true)
+	}
+}
+
+// TestHub_Subscribe_heardSince: on a confirmed channel, a waiter whose
+// last attempt started before a message that other waiters heard gets a
+// fresh subscription (it must try again: the release may serve it too);
+// one whose attempt started after it does not.
+func TestHub_Subscribe_heardSince(t *testing.T) {
+	h, ft, clock := newTestHub(t, wake.Config{})
+	firstWaiter(t, h, ft, ch)
+	before := clock.Now()
+	clock.Advance(time.Millisecond)
+	ft.ev.Message(ch)
+	clock.Advance(time.Millisecond)
+	after := clock.Now()
+	for _, c := range []struct {
+		since time.Time
+		fresh bool
+	}{{before, true}, {after, false}, {time.Time{}, false}} {
+		w, fresh, err := h.Subscribe(context.Background(), ch, wake.WakeAll, c.since)
+		if err != nil || fresh != c.fresh {
+			t.Errorf("Subscribe since %v = fresh %v, %v; want %v", c.since, fresh, err, c.fresh)
+		}
+		w.Release(false, 0)
+	}
+}
+
+// TestWaiter_Release_sharedWakesShared: a WakeShared waiter that got the
+// lock wakes every other WakeShared waiter, not the WakeOne or WakeAll
+// ones, and drops a wake-up it did not use (the others heard it too); a
+// WakeShared waiter that gives up passes its unused wake-up on.
+func TestWaiter_Release_sharedWakesShared(t *testing.T) {
+	h, ft, _ := newTestHub(t, wake.Config{})
+	one := firstWaiter(t, h, ft, ch)
+	sub := func(m wake.Mode) *wake.Waiter {
+		w, _, err := h.Subscribe(context.Background(), ch, m, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	all := sub(wake.WakeAll)
+	shared := []*wake.Waiter{sub(wake.WakeShared), sub(wake.WakeShared), sub(wake.WakeShared)}
+	shared[0].Signal() // a wake-up it takes and does not use
+	shared[0].Release(true, time.Minute)
+	wantWoken(t, "the other readers", shared[1:], true, true)
+	wantWoken(t, "WakeOne and WakeAll waiters", []*wake.Waiter{one, all}, false, false)
+
+	shared[1].Signal()
+	shared[1].Release(false, 0) // gives up: its wake-up passes on
+	if n := countWoken(one, all, shared[2]); n != 1 {
+		t.Errorf("%d waiters got the wake-up a giving-up waiter left, want 1", n)
+	}
+}
+
+// countWoken counts which of ws had a wake-up pending (taking them).
+func countWoken(ws ...*wake.Waiter) int {
+	n := 0
+	for _, w := range wokenSet(ws...) {
+		if w {
+			n++
+		}
+	}
+	return n
 }
 
 // TestHub_Message_pendingForNextWaiter: a message that finds no waiter (the
@@ -425,7 +546,7 @@ func TestHub_Close(t *testing.T) {
 	if !ft.isClosed() {
 		t.Error("the transport was not closed")
 	}
-	if _, _, err := h.Subscribe(context.Background(), ch); !errors.Is(err, errClosed) {
+	if _, _, err := h.Subscribe(context.Background(), ch, wake.WakeOne, time.Time{}); !errors.Is(err, errClosed) {
 		t.Errorf("Subscribe after Close = %v, want ErrClosed", err)
 	}
 	if h.Watch(ch, func() {}) != nil {
@@ -442,7 +563,7 @@ func TestHub_Close(t *testing.T) {
 	// The default error is wake.ErrClosed.
 	h2, _, _ := newTestHub(t, wake.Config{})
 	_ = h2.Close()
-	if _, _, err := h2.Subscribe(context.Background(), ch); !errors.Is(err, wake.ErrClosed) {
+	if _, _, err := h2.Subscribe(context.Background(), ch, wake.WakeOne, time.Time{}); !errors.Is(err, wake.ErrClosed) {
 		t.Errorf("Subscribe after Close = %v, want wake.ErrClosed", err)
 	}
 }
@@ -465,7 +586,7 @@ func TestHub_Config_closing(t *testing.T) {
 	if got := ft.ops(); len(got) != 2 {
 		t.Errorf("transport ops = %q, want no UNSUBSCRIBE once closing", got)
 	}
-	if _, _, err := h.Subscribe(context.Background(), ch); !errors.Is(err, wake.ErrClosed) {
+	if _, _, err := h.Subscribe(context.Background(), ch, wake.WakeOne, time.Time{}); !errors.Is(err, wake.ErrClosed) {
 		t.Errorf("Subscribe once closing = %v, want ErrClosed", err)
 	}
 }
@@ -607,7 +728,7 @@ func TestHub_concurrent(t *testing.T) {
 		go func() {
 			defer waiters.Done()
 			for i := range 100 {
-				w, _, err := h.Subscribe(context.Background(), chans[(g+i)%3])
+				w, _, err := h.Subscribe(context.Background(), chans[(g+i)%3], wake.WakeOne, time.Time{})
 				if err != nil {
 					t.Errorf("Subscribe: %v", err)
 					return

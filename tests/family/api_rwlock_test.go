@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
@@ -27,6 +28,8 @@ func TestReadWriteLock(t *testing.T) {
 	backends.Table(t, []backends.Scenario{
 		{Name: "shareAndExclude", Run: rwShareAndExclude},
 		{Name: "wakeup", Run: rwWakeup},
+		{Name: "readersOfOneClient", Run: rwReadersOfOneClient},
+		{Name: "silentDowngrade", Run: rwSilentDowngrade},
 		{Name: "watchdog", Run: rwWatchdog},
 		{Name: "leaseHandover", Run: rwLeaseHandover},
 		{Name: "overlap", Run: rwAPIOverlap},
@@ -261,4 +264,187 @@ func rwAPIOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	}
 	backends.WantGone(t, rdb, name)
 	t.Logf("%d acquisitions in %v, up to %d readers at once, no overlap", (readers+writers)*per, time.Since(start).Round(time.Millisecond), d.maxR.Load())
+}
+
+// readAttempts counts, per owner field, the read and the write acquire
+// scripts that Redis refused or ran: a waiter's attempts.
+type readAttempts struct {
+	backends.PassHook
+	mu sync.Mutex
+	n  map[string]int // by "r "/"w " + field
+}
+
+func (h *readAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a := cmd.Args()
+		if len(a) > 6 && fmt.Sprint(a[0]) == "evalsha" {
+			side := ""
+			switch a[1] {
+			case generated.RwlockReadAcquireSHA1:
+				side = "r "
+			case generated.RwlockWriteAcquireSHA1:
+				side = "w "
+			}
+			if side != "" {
+				h.mu.Lock()
+				h.n[side+fmt.Sprint(a[len(a)-2])]++ // ARGV: lease, field, holds
+				h.mu.Unlock()
+			}
+		}
+		return err
+	}
+}
+
+func (h *readAttempts) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[key]
+}
+
+// rwReadersOfOneClient: readers of one client waiting behind a writer all
+// get in on the writer's one release message, and waiting writers are
+// still woken one per message. MaxWaitTimer is an hour and the holders'
+// leases are the watchdog's 30 s, beyond the waits: only a message can
+// wake a waiter, so a reader that got in was woken by the release (before
+// the read lock woke every reader, one reader got in per message and the
+// others slept until their fallback timer).
+func rwReadersOfOneClient(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	const readers = 4
+	attempts := &readAttempts{n: map[string]int{}}
+	hooked := backends.Hooked(t, rdb, attempts)
+	c := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	writer := c.NewReadWriteLock(name).WriteLock()
+	ok(t, "writer", writer.Lock(ctx))
+
+	rs := make([]*lualock.Lock, readers)
+	errc := make(chan error, readers)
+	for i := range rs {
+		rs[i] = c.NewReadWriteLock(name).ReadLock()
+		go func() { errc <- rs[i].TryLock(ctx, 20*time.Second) }()
+	}
+	ch := "redisson_rwlock:{" + name + "}"
+	backends.WaitFor(t, "every reader refused, and a subscriber on "+ch, 10*time.Second, func() bool {
+		for _, r := range rs {
+			if attempts.count("r "+r.Field()) == 0 {
+				return false
+			}
+		}
+		return backends.NumSub(t, rdb, []string{ch})[ch] > 0
+	})
+	time.Sleep(50 * time.Millisecond) // let each reader reach its sleep after its refusal
+	ok(t, "writer unlock", writer.Unlock(ctx))
+	for range readers {
+		ok(t, "reader", <-errc)
+	}
+	var counts []int
+	for _, r := range rs {
+		counts = append(counts, attempts.count("r "+r.Field()))
+	}
+	t.Logf("%d readers in on one write release; attempts per reader %v", readers, counts)
+
+	// Writers behind the readers: each reader's release that empties the
+	// lock publishes once, and each message lets one writer try.
+	ws := make([]*lualock.Lock, 2)
+	werrc := make(chan error, len(ws))
+	for i := range ws {
+		ws[i] = c.NewReadWriteLock(name).WriteLock()
+		go func() { werrc <- ws[i].TryLock(ctx, 20*time.Second) }()
+	}
+	backends.WaitFor(t, "every writer refused", 10*time.Second, func() bool {
+		return attempts.count("w "+ws[0].Field()) > 0 && attempts.count("w "+ws[1].Field()) > 0
+	})
+	time.Sleep(50 * time.Millisecond)
+	before := [2]int{attempts.count("w " + ws[0].Field()), attempts.count("w " + ws[1].Field())}
+	for _, r := range rs {
+		ok(t, "reader unlock", r.Unlock(ctx)) // the last one publishes
+	}
+	ok(t, "a writer", <-werrc)
+	time.Sleep(50 * time.Millisecond)
+	woken := 0
+	for i, w := range ws {
+		if attempts.count("w "+w.Field()) > before[i] {
+			woken++
+		}
+	}
+	if woken != 1 {
+		t.Errorf("%d writers attempted after one release message, want 1 (one per message)", woken)
+	}
+	for _, w := range ws {
+		if held, _ := w.IsHeld(ctx); held {
+			ok(t, "writer unlock", w.Unlock(ctx))
+		}
+	}
+	ok(t, "the other writer", <-werrc)
+	for _, w := range ws {
+		if held, _ := w.IsHeld(ctx); held {
+			ok(t, "writer unlock", w.Unlock(ctx))
+		}
+	}
+	backends.WantGone(t, rdb, name)
+}
+
+// foreignWriter and foreignDowngrade write Redisson's layout as its write
+// lock and its downgrade do (owner "java:1"): the downgrade (read lock
+// taken under the write lock, then the write lock released) publishes
+// nothing.
+var (
+	foreignWriter = redis.NewScript(`redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1] .. ':write', 1)
+return redis.call('pexpire', KEYS[1], 30000)`)
+	foreignDowngrade = redis.NewScript(`redis.call('hset', KEYS[1], ARGV[1], 1)
+redis.call('set', KEYS[2], 1, 'px', 30000)
+redis.call('hdel', KEYS[1], ARGV[1] .. ':write')
+return redis.call('hset', KEYS[1], 'mode', 'read')`)
+)
+
+// rwSilentDowngrade: readers of one client wait behind a foreign writer
+// that downgrades without a message (Redisson's way). One reader finds it
+// at its fallback timer (MaxWaitTimer, 1 s) and the others follow it at
+// once, as what let one reader in lets them all in: all are in within one
+// timer period of the first (the channel's timer, re-armed after it
+// fired, cannot wake the next reader sooner than a period later).
+func rwSilentDowngrade(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	const readers, period = 4, time.Second
+	c := backends.NewClient(t, rdb, lualock.Options{MaxWaitTimer: period})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	if err := foreignWriter.Run(ctx, rdb, []string{name}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]*lualock.Lock, readers)
+	at := make(chan time.Time, readers)
+	errc := make(chan error, readers)
+	for i := range rs {
+		rs[i] = c.NewReadWriteLock(name).ReadLock()
+		go func() {
+			err := rs[i].TryLock(ctx, 20*time.Second)
+			at <- time.Now()
+			errc <- err
+		}()
+	}
+	backends.WaitFor(t, "every reader waiting", 10*time.Second, func() bool { return c.Stats().Waiters == readers })
+	if err := foreignDowngrade.Run(ctx, rdb, []string{name, "{" + name + "}:java:1:rwlock_timeout:1"}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Time
+	for range readers {
+		ok(t, "reader", <-errc)
+		a := <-at
+		if first.IsZero() || a.Before(first) {
+			first = a
+		}
+		if a.After(last) {
+			last = a
+		}
+	}
+	t.Logf("%d readers in after a silent downgrade, the last %v after the first", readers, last.Sub(first))
+	if d := last.Sub(first); d >= period {
+		t.Errorf("the last reader got in %v after the first, want within one timer period (%v): one reader's entry must let the others in", d, period)
+	}
+	for _, r := range rs {
+		ok(t, "reader unlock", r.Unlock(ctx))
+	}
+	rdb.Del(ctx, name, "{"+name+"}:java:1:rwlock_timeout:1")
 }

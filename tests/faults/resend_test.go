@@ -1,10 +1,12 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,15 +18,21 @@ import (
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
-// The lease of the resend scenarios (a fixed lease, or the watchdog's),
-// and how long after its script ran the first send's reply is reported
-// lost: over two thirds of the lease, so that a client counting from the
-// resend would make its first renewal after Redis's deadline of the first
-// send, and the second acquirer gets in between.
+// The leases of the resend scenarios (a fixed lease; the watchdog's), and
+// how long after its script ran the first send's reply is reported lost:
+// three quarters of the lease, over two thirds, so that a client counting
+// from the resend would make its first renewal after Redis's deadline of
+// the first send, and the second acquirer gets in between. The watchdog's
+// lease is 3s: with 500ms, its renewals (one a third of the lease) failed
+// now and then on a loaded machine for a whole lease, and the watchdog
+// ended the hold by the client's clock, which is not what is tested.
 const (
-	resendLease = 500 * time.Millisecond
-	resendDelay = 375 * time.Millisecond
+	resendLease         = 500 * time.Millisecond
+	resendWatchdogLease = 3 * time.Second
 )
+
+// resendDelay is the delay of the lost reply for a lease.
+func resendDelay(lease time.Duration) time.Duration { return lease * 3 / 4 }
 
 // resendKind is one acquisition path with a lease, as the resend
 // scenarios drive it: holder A (whose first reply is lost) and a second
@@ -269,7 +277,7 @@ var resendKinds = []resendKind{
 }
 
 // TestResendLease: an acquisition whose first send took the hold but whose
-// reply was lost (reported resendDelay after the script ran) succeeds on
+// reply was lost (reported resendDelay of the lease after the script ran) succeeds on
 // its resend; Redis's deadline of the hold must then be no earlier than
 // the one the client counts from. The client counts from a send that began
 // after the loss was reported (LastLoss), so Redis's deadline, read right
@@ -302,76 +310,97 @@ func TestResendLease(t *testing.T) {
 }
 
 func testResendLease(t *testing.T, rdb redis.UniversalClient, k resendKind, lease time.Duration) {
-	ctx := t.Context()
-	lose := &backends.LoseReplies{SHA: k.sha, Delay: resendDelay}
-	o := lualock.Options{WatchdogLease: resendLease}
-	ca := backends.NewClient(t, backends.Hooked(t, rdb, lose), o)
-	cb := backends.NewClient(t, rdb, o)
+	// The trials run at once, each with clients and a lock of its own:
+	// they mostly wait (the lost reply, the lease), and one after the
+	// other a scenario with the watchdog's 3s lease took half a minute.
+	held := cmp.Or(lease, resendWatchdogLease) // the lease of A's hold
+	o := lualock.Options{WatchdogLease: resendWatchdogLease}
 	trials := backends.Scale(4, 2)
+	var wg sync.WaitGroup
 	for trial := 1; trial <= trials; trial++ {
+		lose := &backends.LoseReplies{SHA: k.sha, Delay: resendDelay(held)}
+		ca := backends.NewClient(t, backends.Hooked(t, rdb, lose), o)
+		cb := backends.NewClient(t, rdb, o)
 		name := fmt.Sprintf("%s-%d", backends.UniqueName(t), trial)
 		if k.setup != nil {
-			k.setup(t, ctx, cb, name)
+			k.setup(t, t.Context(), cb, name)
 		}
-		a := k.holder(ca, name)
-		lose.Left.Store(1)
-		if err := a.acquire(ctx, lease); err != nil {
-			t.Fatalf("trial %d: A's acquisition with a lost first reply: %v", trial, err)
-		}
-		if n := lose.Lost.Load(); n != int32(trial) {
-			t.Fatalf("trial %d: the hook lost %d replies in all, want %d", trial, n, trial)
-		}
-		lost := lose.LastLoss()
-		counted := lost.Add(resendLease) // the client's deadline is later
-
-		// Redis's deadline, read right after: at most read + left.
-		left, err := a.remaining(ctx, rdb)
-		read := time.Now()
-		if err != nil {
-			t.Fatalf("trial %d: A's hold in Redis: %v", trial, err)
-		}
-		if slack := 2 * time.Millisecond; read.Add(left + slack).Before(counted) {
-			t.Errorf("trial %d: Redis keeps A's hold until at most %v after the lost reply, but the client counts it from a later send: at least %v",
-				trial, read.Add(left).Sub(lost).Round(time.Millisecond), resendLease)
-		}
-
-		// B polls until it gets in; A releases a watchdog hold after the
-		// window in which a stale deadline would let B in.
-		releasedAt := counted.Add(resendLease / 3)
-		released := false
-		limit := time.Now().Add(5 * time.Second)
-		for {
-			if lease == 0 && !released && !time.Now().Before(releasedAt) {
-				released = true
-				if err := a.release(ctx); err != nil {
-					t.Errorf("trial %d: A's release: %v", trial, err)
-				}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := resendTrial(t, rdb, k, lease, held, lose, ca, cb, name); err != nil {
+				t.Errorf("trial %d: %v", trial, err)
 			}
-			undo, ok, err := k.try(ctx, cb, name)
-			got := time.Now()
-			if err != nil {
-				t.Fatalf("trial %d: B's attempt: %v", trial, err)
-			}
-			if ok {
-				live := a.context().Err() == nil
-				switch {
-				case lease > 0 && got.Before(counted):
-					t.Errorf("trial %d: B was granted %v after A's lost reply, within the lease A's client counts (A's Context live: %v)",
-						trial, got.Sub(lost).Round(time.Millisecond), live)
-				case lease == 0 && !released && live:
-					t.Errorf("trial %d: B was granted %v after A's lost reply while A holds with the watchdog (Context live, not released)",
-						trial, got.Sub(lost).Round(time.Millisecond))
-				}
-				undo()
-				break
-			}
-			if time.Now().After(limit) {
-				t.Fatalf("trial %d: B not granted within 5s", trial)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if !released {
-			_ = a.release(ctx) // a fixed lease ran out: ErrNotHeld
-		}
+		}()
 	}
+	wg.Wait()
+}
+
+// resendTrial is one trial of TestResendLease on the lock name: A
+// acquires through ca, whose hook loses the first reply, B polls through
+// cb. It reports violations with t.Errorf and returns what stops it.
+func resendTrial(t *testing.T, rdb redis.UniversalClient, k resendKind, lease, held time.Duration,
+	lose *backends.LoseReplies, ca, cb *lualock.Client, name string) error {
+	ctx := t.Context()
+	a := k.holder(ca, name)
+	lose.Left.Store(1)
+	if err := a.acquire(ctx, lease); err != nil {
+		return fmt.Errorf("A's acquisition with a lost first reply: %w", err)
+	}
+	if n := lose.Lost.Load(); n != 1 {
+		return fmt.Errorf("the hook lost %d replies, want 1", n)
+	}
+	lost := lose.LastLoss()
+	counted := lost.Add(held) // the client's deadline is later
+
+	// Redis's deadline, read right after: at most read + left.
+	left, err := a.remaining(ctx, rdb)
+	read := time.Now()
+	if err != nil {
+		return fmt.Errorf("A's hold in Redis: %w", err)
+	}
+	if slack := 2 * time.Millisecond; read.Add(left + slack).Before(counted) {
+		t.Errorf("%s: Redis keeps A's hold until at most %v after the lost reply, but the client counts it from a later send: at least %v",
+			name, read.Add(left).Sub(lost).Round(time.Millisecond), held)
+	}
+
+	// B polls until it gets in; A releases a watchdog hold after the
+	// window in which a stale deadline would let B in.
+	releasedAt := counted.Add(held / 3)
+	released := false
+	limit := releasedAt.Add(5 * time.Second)
+	for {
+		if lease == 0 && !released && !time.Now().Before(releasedAt) {
+			released = true
+			if err := a.release(ctx); err != nil {
+				t.Errorf("%s: A's release: %v", name, err)
+			}
+		}
+		undo, ok, err := k.try(ctx, cb, name)
+		got := time.Now()
+		if err != nil {
+			return fmt.Errorf("B's attempt: %w", err)
+		}
+		if ok {
+			live := a.context().Err() == nil
+			switch {
+			case lease > 0 && got.Before(counted):
+				t.Errorf("%s: B was granted %v after A's lost reply, within the lease A's client counts (A's Context live: %v)",
+					name, got.Sub(lost).Round(time.Millisecond), live)
+			case lease == 0 && !released && live:
+				t.Errorf("%s: B was granted %v after A's lost reply while A holds with the watchdog (Context live, not released)",
+					name, got.Sub(lost).Round(time.Millisecond))
+			}
+			undo()
+			break
+		}
+		if time.Now().After(limit) {
+			return errors.New("B not granted within 5s of A's release (or its lease's end)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !released {
+		_ = a.release(ctx) // a fixed lease ran out: ErrNotHeld
+	}
+	return nil
 }

@@ -152,7 +152,7 @@ func (c *ReplicatedCluster) Addrs() []string {
 // Client returns a go-redis cluster client seeded with every node (the
 // caller closes it); opts may adjust its options.
 func (c *ReplicatedCluster) Client(opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
-	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	o := &redis.ClusterOptions{Addrs: c.Addrs(), MaintNotificationsConfig: NoMaintNotifications()}
 	for _, f := range opts {
 		f(o)
 	}

@@ -60,6 +60,7 @@ func TestRedissonFamily(t *testing.T) {
 				t.Run("spin/exclusion", s.spinExclusion)
 				t.Run("spin/handover", s.spinHandover)
 				t.Run("api/rwlock", s.apiRWLock)
+				t.Run("api/readersOfOneClient", s.apiReadersOfOneClient)
 				t.Run("api/spin", s.apiSpin)
 				if j.atLeast(3, 19) {
 					t.Run("api/fenced", s.apiFenced)
@@ -971,6 +972,75 @@ func (s *famSuite) apiRWLock(t *testing.T) {
 		t.Errorf("no lost signal within %v of Redisson's forceUnlock", lostBound)
 	}
 	_ = g.ReadLock().Unlock(ctx)
+}
+
+// apiReadersOfOneClient: several readers of one lualock client wait
+// behind a writer, Go's and then Redisson's; one release message lets
+// every one of them in. MaxWaitTimer is an hour and the writers' leases
+// are long (famLease, the Go watchdog's): only a message can wake a
+// reader within its wait, so a reader in was woken by the release.
+func (s *famSuite) apiReadersOfOneClient(t *testing.T) {
+	const readers = 4
+	ctx := context.Background()
+	o := lualock.Options{WatchdogLease: 30 * time.Second, MaxWaitTimer: time.Hour}
+	if s.b.cluster && !s.j.atLeast(3, 22) {
+		o.PubSub = lualock.PubSubBoth
+	}
+	c := newClient(t, s.b.rdb, o)
+	for _, javaWriter := range []bool{false, true} {
+		name := uniqueName(t) + "-gw"
+		var goWriter *lualock.Lock
+		if javaWriter {
+			name = uniqueName(t) + "-jw"
+			s.ag.do(t, "rw1", "lock", name, "rw", famLease)
+		} else {
+			goWriter = c.NewReadWriteLock(name).WriteLock()
+			if err := goWriter.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs := make([]*lualock.Lock, readers)
+		type in struct {
+			at  time.Time
+			err error
+		}
+		res := make(chan in, readers)
+		for i := range rs {
+			rs[i] = c.NewReadWriteLock(name).ReadLock()
+			go func() {
+				err := rs[i].TryLock(ctx, 20*time.Second)
+				res <- in{time.Now(), err}
+			}()
+		}
+		waitUntil(t, 10*time.Second, "every reader waiting", func() bool { return c.Stats().Waiters == readers })
+		time.Sleep(50 * time.Millisecond) // let each reader reach its sleep
+		var released time.Time
+		if javaWriter {
+			released = s.ag.do(t, "rw1", "unlock", name, "rw").t1
+		} else {
+			if err := goWriter.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			released = time.Now()
+		}
+		var last time.Duration
+		for range readers {
+			r := <-res
+			if r.err != nil {
+				t.Fatalf("java writer %v: reader: %v", javaWriter, r.err)
+			}
+			last = max(last, r.at.Sub(released))
+		}
+		t.Logf("java writer %v: %d readers of one client in, the last %v after the release returned", javaWriter, readers, max(last, 0).Round(10*time.Microsecond))
+		if last > wakeBound {
+			t.Errorf("java writer %v: the last reader got in %v after the release, want within %v", javaWriter, last, wakeBound)
+		}
+		for _, r := range rs {
+			if err := r.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // apiFenced: lualock's FencedLock and Redisson's share one token counter.

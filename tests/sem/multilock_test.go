@@ -160,3 +160,57 @@ func TestMultiLock_twoDeployments(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMultiLock_reverseOrderForeign: a multi-lock of another client that
+// takes the same two names in the other order, Redisson's way (it holds
+// the first and waits for the second), is never stalled by a lualock
+// MultiLock, which waits for a member only while it holds none: each of
+// the foreign side's waits for its second member ends with the member
+// (before, both sides could hold one member each and wait until a wait
+// ran out). Bounded: 20 rounds each, 60 s.
+func TestMultiLock_reverseOrderForeign(t *testing.T) {
+	const rounds = 20
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cl := newClient(t, b, lualock.Options{})
+		base := uniqueName(t, false)
+		first, second := base+"a", base+"b"
+		m := cl.NewMultiLock(cl.NewLock(first), cl.NewLock(second))
+		foreign := newClient(t, b, lualock.Options{})
+		fb, fa := foreign.NewLock(second), foreign.NewLock(first)
+		var stalls atomic.Int32
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := m.TryLock(c, 20*time.Second); err != nil {
+					t.Errorf("MultiLock: %v", err)
+					return
+				}
+				_ = m.Unlock(c)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := fb.TryLock(c, 20*time.Second); err != nil {
+					t.Errorf("foreign %s: %v", second, err)
+					return
+				}
+				// Redisson's rule: hold the first member, wait for the next.
+				if err := fa.TryLock(c, 5*time.Second); err != nil {
+					stalls.Add(1)
+				} else {
+					_ = fa.Unlock(c)
+				}
+				_ = fb.Unlock(c)
+			}
+		}()
+		wg.Wait()
+		if n := stalls.Load(); n > 0 {
+			t.Errorf("the foreign multi-lock's wait for its second member ran out %d times: the lualock MultiLock held a member while waiting", n)
+		}
+	})
+}
