@@ -46,6 +46,16 @@ func (w *waitFuncs) enter()      {}
 func (w *waitFuncs) exit() bool  { return false }
 func (w *waitFuncs) holdOps()    {}
 func (w *waitFuncs) releaseOps() {}
+
+// grants: a semaphore's attempt takes permits, which its clean-up step
+// gives back; a latch's takes nothing and has none.
+func (w *waitFuncs) grants() bool { return w.clean != nil }
+
+// revoke gives back the permits the last attempt took, as the give-up
+// step does for an attempt whose reply was lost.
+func (w *waitFuncs) revoke(ctx context.Context) error {
+	return w.clean(ctx, leftover{unknown: true})
+}
 func (w *waitFuncs) giveUp(ctx context.Context, g leftover) error {
 	if w.clean == nil {
 		return nil

@@ -44,6 +44,7 @@ type Client struct {
 	cancel  context.CancelFunc
 	hub     *wake.Hub      // wakes waiters (pub/sub)
 	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
+	ack     *replicaAck    // replica acknowledgement; nil when off
 	latches *latchSweeper  // deletes the latches of releases that got their reply
 	kw      keyWatches     // change watches of waiters' keys (holdwatch.go)
 	bgMu    sync.Mutex
@@ -96,11 +97,17 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	acquire := scripts
+	if c.ack = newReplicaAck(c); c.ack != nil {
+		// An acquire script of a replicated primary runs on the
+		// attempt's pinned connection, which WAIT follows (replica.go).
+		acquire = &ackScripter{Scripter: scripts, r: c.ack}
+	}
 	c.env = &scriptEnv{
 		// The acquisition loop retries transient errors itself, with its
 		// own backoff inside the caller's wait: the scripts it sends go
 		// once per attempt, with no retry of luart's under it.
-		scripts: luart.WithRetry(scripts, luart.Retry{Attempts: 1}),
+		scripts: luart.WithRetry(acquire, luart.Retry{Attempts: 1}),
 		// The calls no loop of the runtime retries (release, force
 		// release, leave, status) keep luagen's default policy.
 		calls:   luart.WithRetry(scripts, luart.DefaultRetry()),
@@ -274,6 +281,29 @@ func uuid4() (string, error) {
 // transient reports whether a Redis error may pass when the call is sent
 // again: luart.Transient, the one classifier of the module.
 func transient(err error) bool { return luart.Transient(err) }
+
+// redirected reports whether err is a cluster redirection (MOVED, ASK)
+// that go-redis's cluster client let through after its own redirects, as
+// during a failover while its view of the slots catches up: on a
+// ClusterClient the acquisition loop retries it, as a transient error.
+func (c *Client) redirected(err error) bool {
+	if _, ok := c.rdb.(*redis.ClusterClient); !ok {
+		return false
+	}
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+}
+
+// followCluster asks a ClusterClient to reload its view of the slots after
+// an acquisition attempt met a network error or a redirection: during a
+// failover its view names the crashed master until a reload, which the
+// crashed node's errors do not trigger (go-redis then reloaded only after
+// tens of seconds in the failover tests). The reload is lazy and runs once
+// however many attempts ask for it.
+func (c *Client) followCluster(err error) {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok && (c.redirected(err) || !isRedisError(err)) {
+		cc.ReloadState(c.ctx)
+	}
+}
 
 // backoff is the capped, jittered exponential backoff of the acquisition
 // loop: luart.Backoff from Options.RetryMin to RetryMax.

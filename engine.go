@@ -52,6 +52,13 @@ type contender interface {
 	// its give-up step runs (a Lock's op lock); no-ops for the others.
 	holdOps()
 	releaseOps()
+	// grants tells whether a successful attempt takes something (a hold,
+	// permits) that the replicas must acknowledge (Options.ReplicaAck).
+	grants() bool
+	// revoke gives back what the last successful attempt took, and
+	// whatever the primitive recorded of it: its replicas did not
+	// acknowledge it.
+	revoke(ctx context.Context) error
 }
 
 // outcome is what one attempt told the engine.
@@ -263,7 +270,7 @@ func (a *acquisition) retry() step {
 // attempt makes one attempt and chooses what follows from its outcome.
 func (a *acquisition) attempt() step {
 	a.tried = time.Now()
-	o := a.p.try(a.actx, a.lease)
+	o := a.try()
 	if o.sent != sentNot {
 		a.woken = false // this attempt acted on the wake-up, if any
 	}
@@ -277,17 +284,18 @@ func (a *acquisition) attempt() step {
 		a.last = o
 	case a.ctx.Err() != nil:
 		return a.fail(ctxErr(a.ctx, a.lastErr))
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, ErrLockLost), errors.Is(err, ErrNotReplicated):
 		return a.fail(err)
 	case a.actx.Err() != nil:
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			err = nil // the wait's own deadline: not a Redis error
 		}
 		return a.notObtained(cmp.Or(a.lastErr, err))
-	case !transient(err):
+	case !transient(err) && !a.c.redirected(err):
 		return a.fail(err)
 	default:
 		a.lastErr = err
+		a.c.followCluster(err)
 	}
 	switch {
 	case a.over():
@@ -298,6 +306,59 @@ func (a *acquisition) attempt() step {
 		return stepSubscribe
 	}
 	return stepSleep
+}
+
+// try makes one attempt of the contender and, when it took something,
+// waits for the replicas' acknowledgement (replica.go): the one place
+// where every acquisition (each lock kind, re-entries, read and write
+// holds, fenced tokens, both semaphores' permits, the multi-lock's
+// members) is confirmed before granted makes it final. The attempt runs
+// under a context that pins its acquire script's connection when that
+// script's primary has replicas, and WAIT follows on that connection;
+// without replicas (or with ReplicaAck off) nothing is pinned and nothing
+// waits. An acquisition the replicas do not confirm is given back
+// (revoke) and the attempt fails: with ErrNotReplicated, or, when WAIT
+// got no reply, with WAIT's error, which the engine retries as any
+// transient error.
+func (a *acquisition) try() outcome {
+	ctx, pin := a.actx, (*ackPin)(nil)
+	if a.p.grants() {
+		ctx, pin = a.c.ack.begin(ctx)
+		defer pin.end()
+	}
+	o := a.p.try(ctx, a.lease)
+	if !o.acquired {
+		return o
+	}
+	err := pin.wait(a.actx)
+	if err == nil {
+		return o
+	}
+	if rerr := a.revoke(); rerr != nil {
+		err = fmt.Errorf("%w: giving it back: %w (%w)", ErrNotReplicated, rerr, err)
+	}
+	return outcome{sent: sentAnswered, queued: o.queued, err: err}
+}
+
+// revoke gives back an acquisition its replicas did not confirm, before
+// the attempt's outcome is acted on (within cleanupWait). When that
+// fails, it goes on in a goroutine of the client, which Close waits for,
+// and the call ends (the error wraps ErrNotReplicated): no attempt of the
+// call runs beside it.
+func (a *acquisition) revoke() error {
+	p := a.p
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), cleanupWait)
+	err := p.revoke(rctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	a.c.background(func() {
+		bctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+		defer cancel()
+		_ = p.revoke(bctx)
+	})
+	return err
 }
 
 // note records what attempt o may have left for the give-up step.

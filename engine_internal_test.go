@@ -94,10 +94,14 @@ func (f *fakeContender) waitSpec() waitSpec { return waitSpec{channel: f.channel
 func (f *fakeContender) timer(time.Duration) (floor, ceil time.Duration) {
 	return time.Hour, time.Hour // only a message or a fresh subscription wakes the waiter
 }
-func (f *fakeContender) enter()      {}
-func (f *fakeContender) exit() bool  { return f.others }
-func (f *fakeContender) holdOps()    {}
-func (f *fakeContender) releaseOps() {}
+func (f *fakeContender) enter()       {}
+func (f *fakeContender) exit() bool   { return f.others }
+func (f *fakeContender) holdOps()     {}
+func (f *fakeContender) releaseOps()  {}
+func (f *fakeContender) grants() bool { return false }
+func (f *fakeContender) revoke(context.Context) error {
+	return nil
+}
 func (f *fakeContender) giveUp(_ context.Context, g leftover) error {
 	f.mu.Lock()
 	f.gaveUp = append(f.gaveUp, g)

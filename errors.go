@@ -61,6 +61,14 @@ var (
 	// Nothing is changed in Redis.
 	ErrUpgrade = errors.New("lualock: no upgrade from a read hold to the write lock")
 
+	// ErrNotReplicated is returned by an acquisition (a lock of any kind,
+	// a read or write hold, a fenced token, semaphore permits) that Redis
+	// granted but no replica of its primary confirmed within
+	// Options.ReplicaAckTimeout (with ReplicaAckAll: not every connected
+	// replica): a failover could lose it, so it was given back and nothing
+	// is held. See Options.ReplicaAck.
+	ErrNotReplicated = errors.New("lualock: not acknowledged by the replicas")
+
 	// ErrWrongType is returned by a call that deletes or resets an object
 	// whoever holds it (ForceUnlock, DrainPermits) when its key holds
 	// something else: another Redis type, or a hash or string not shaped as

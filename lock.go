@@ -302,6 +302,22 @@ func (l *Lock) giveUp(ctx context.Context, g leftover) error {
 	return nil
 }
 
+// grants: every acquisition of a lock takes a hold (contender).
+func (l *Lock) grants() bool { return true }
+
+// revoke gives back the hold the last attempt took and recorded (a
+// re-entry's, not the earlier ones), as Unlock does: its replicas did not
+// acknowledge it. A release whose reply is lost stays with the handle, as
+// for Unlock (the next call replays it, or the lease runs out), so it
+// reports no error: a second release sent later could free a hold taken
+// since.
+func (l *Lock) revoke(ctx context.Context) error {
+	l.op.lockAlways()
+	defer l.op.unlock()
+	_ = l.unlock(ctx)
+	return nil
+}
+
 // undo releases the hold that an acquisition with an unknown outcome may
 // have taken (want holds), if it did.
 //

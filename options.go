@@ -137,6 +137,26 @@ type Options struct {
 	// or its locks, and should not block. Default nil: silent.
 	Logger *slog.Logger
 
+	// ReplicaAck makes every acquisition (each lock kind, re-entries, read
+	// and write holds, fenced tokens, semaphore permits, the multi-lock's
+	// members) wait until the replicas of the primary that took it have it
+	// (WAIT on the connection that ran the acquire script), so that a
+	// failover promoting one of them keeps the hold. When no replica
+	// confirms within ReplicaAckTimeout the acquisition is given back and
+	// the call fails with ErrNotReplicated. A primary without replicas
+	// costs nothing (its count is read with INFO replication and cached,
+	// see docs/GUIDE.md, Failover); a replicated one costs one round trip
+	// per acquisition. Releases and renewals do not wait. It applies to a
+	// *redis.Client (failover clients included) and a *redis.ClusterClient;
+	// on a replicated primary the acquire script runs on a connection of
+	// that client, not on Options.Scripter. Default ReplicaAckOne.
+	ReplicaAck ReplicaAck
+
+	// ReplicaAckTimeout is how long an acquisition waits for the replicas'
+	// acknowledgement (ReplicaAck). Default 1s, as Redisson's
+	// slavesSyncTimeout.
+	ReplicaAckTimeout time.Duration
+
 	// Observer receives the client's events (acquisitions, holds that end,
 	// renewals) for metrics and traces; see Observer and the module
 	// github.com/lualock/lualock/extra/lualockotel. Default: no funcs, no
@@ -168,6 +188,9 @@ func (o Options) normalize() (config, error) {
 	case o.SubscriptionLinger < 0:
 		o.SubscriptionLinger = 0
 	}
+	if err := o.checkReplicaAck(); err != nil {
+		return config{}, err
+	}
 	if o.PubSub < PubSubAuto || o.PubSub > PubSubBoth {
 		return config{}, fmt.Errorf("%w: Options.PubSub is %d, want one of the PubSubMode constants", ErrInvalid, int(o.PubSub))
 	}
@@ -187,6 +210,7 @@ func (o *Options) normalizeDurations() error {
 		{&o.UnlockLatch, 10 * time.Second, "UnlockLatch"},
 		{&o.RetryMin, 10 * time.Millisecond, "RetryMin"},
 		{&o.RetryMax, time.Second, "RetryMax"},
+		{&o.ReplicaAckTimeout, time.Second, "ReplicaAckTimeout"},
 	} {
 		switch {
 		case *f.p == 0:
@@ -206,6 +230,18 @@ func (o *Options) normalizeDurations() error {
 	}
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = o.RetryMin
+	}
+	return nil
+}
+
+// checkReplicaAck checks the replica acknowledgement's mode and timeout
+// (after normalizeDurations set the timeout's default).
+func (o *Options) checkReplicaAck() error {
+	if o.ReplicaAck < ReplicaAckOne || o.ReplicaAck > ReplicaAckOff {
+		return fmt.Errorf("%w: Options.ReplicaAck is %d, want one of the ReplicaAck constants", ErrInvalid, int(o.ReplicaAck))
+	}
+	if o.ReplicaAckTimeout < time.Millisecond {
+		return fmt.Errorf("%w: Options.ReplicaAckTimeout is %v, want at least 1ms (WAIT counts milliseconds)", ErrInvalid, o.ReplicaAckTimeout)
 	}
 	return nil
 }

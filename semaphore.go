@@ -219,7 +219,12 @@ func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 				// either way they are released.
 				v, err := attempt(ctx, "", 0)
 				if err == nil && v == 1 {
-					err = s.release(ctx, n)
+					if err = s.release(ctx, n); err == nil {
+						// A later attempt of the call (after a revoke,
+						// engine.go) must not replay the one given back.
+						s.c.dropLatch(nil, req)
+						req, _ = newRequest(s.name)
+					}
 				}
 				if err != nil {
 					return err

@@ -28,6 +28,7 @@ type env struct {
 	elapsed time.Duration
 
 	startedServer bool
+	replicated    bool     // -replica: the server has a replica
 	revision      revision // of the library under test, at start
 	started       time.Time
 	load0, load1  load // the machine's load at start and end

@@ -197,7 +197,7 @@ func openLualockKind(kind string) func(*env, openOpts) (instance, error) {
 func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error) {
 	return func(e *env, o openOpts) (instance, error) {
 		rdb, n := goRedis(e.cfg.addr, o.name)
-		opts := lualock.Options{WatchdogLease: o.wdLease}
+		opts := lualock.Options{WatchdogLease: o.wdLease, ReplicaAck: e.cfg.ack}
 		if autoPipeline {
 			ap, err := rdb.AutoPipeline()
 			if err != nil {

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -62,6 +64,7 @@ type config struct {
 
 	wdLocks   int
 	wdLease   time.Duration
+	ack       lualock.ReplicaAck // -ack: lualock's replica acknowledgement
 	wdPeriods int
 
 	rwDur time.Duration // per read-write lock run (readers alone, then with a writer)
@@ -114,15 +117,42 @@ func defaults(quick bool) config {
 var (
 	serverMu sync.Mutex
 	server   *harness.Server
+	replica  *harness.Server // -replica: the replica of server
 )
 
 func stopServer() {
 	serverMu.Lock()
 	defer serverMu.Unlock()
+	if replica != nil {
+		replica.Stop()
+		replica = nil
+	}
 	if server != nil {
 		server.Stop()
 		server = nil
 	}
+}
+
+// startReplica starts a replica of s and waits until its link is up.
+func startReplica(s *harness.Server) error {
+	host, port, _ := strings.Cut(s.Addr(), ":")
+	r, err := harness.Start(harness.Options{Args: []string{"--replicaof", host, port}})
+	if err != nil {
+		return err
+	}
+	serverMu.Lock()
+	replica = r
+	serverMu.Unlock()
+	c := r.Client()
+	defer c.Close()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			logf("replica pid %d on %s", r.PID(), r.Addr())
+			return nil
+		}
+	}
+	return fmt.Errorf("the replica's link to %s is not up after 30s", s.Addr())
 }
 
 // fatalf stops our redis-server and exits with status 1.
@@ -138,10 +168,18 @@ func main() {
 	rounds := flag.Int("rounds", 0, "rounds of every workload (default 3, quick 1)")
 	only := flag.String("only", "", "comma-separated workloads to run (uncontended, contended, fair, waiting, watchdog, rwlock); default all")
 	out := flag.String("out", "", "directory for REPORT.md, results.json and run.json (default: this directory; quick: $TMPDIR/lualock-bench-quick)")
+	ack := flag.String("ack", "one", "lualock's replica acknowledgement (Options.ReplicaAck): one, all or off")
+	withReplica := flag.Bool("replica", false, "give the bench's redis-server a replica: lualock then waits for it after each acquisition (Options.ReplicaAck), the other libraries do not")
 	flag.Parse()
+	if *withReplica && *addr != "" {
+		fatalf("-replica needs the bench's own redis-server: leave -addr out")
+	}
 
 	cfg := defaults(*quick)
 	cfg.addr, cfg.quick, cfg.out = *addr, *quick, *out
+	if err := cfg.ack.UnmarshalText([]byte(*ack)); err != nil {
+		fatalf("-ack: %v", err)
+	}
 	cfg.only = map[string]bool{}
 	for _, w := range strings.Split(*only, ",") {
 		if w = strings.TrimSpace(w); w != "" {
@@ -186,6 +224,11 @@ func main() {
 		serverMu.Unlock()
 		cfg.addr = s.Addr()
 		logf("redis-server pid %d on %s", s.PID(), cfg.addr)
+		if *withReplica {
+			if err := startReplica(s); err != nil {
+				fatalf("start the replica: %v", err)
+			}
+		}
 	}
 	if h, _, err := splitHostPort(cfg.addr); err != nil || (h != "127.0.0.1" && h != "localhost" && h != "::1") {
 		fatalf("-addr %q: only loopback Redis is benchmarked", cfg.addr)
@@ -199,6 +242,7 @@ func main() {
 		fatalf("%v", err)
 	}
 	e.startedServer = server != nil
+	e.replicated = replica != nil
 	e.revision = lualockRevision()
 	e.started = time.Now()
 	e.load0 = e.sampleLoad()

@@ -21,6 +21,8 @@ type runMeta struct {
 	Go        string                    `json:"go"`        // toolchain that built the bench
 	Redis     string                    `json:"redis"`     // redis_version
 	OwnRedis  bool                      `json:"own_redis"` // the bench started its own redis-server (false: -addr)
+	Replica   bool                      `json:"replica"`   // -replica: that server had a replica
+	Ack       string                    `json:"ack"`       // -ack: lualock's replica acknowledgement
 	Libraries map[string]string         `json:"libraries"` // module versions of the peers and go-redis
 	Machine   machine                   `json:"machine"`
 	Started   string                    `json:"started"`   // RFC 3339, UTC
@@ -67,6 +69,8 @@ func (e *env) meta() runMeta {
 		Go:        runtime.Version(),
 		Redis:     e.redisVersion,
 		OwnRedis:  e.startedServer,
+		Replica:   e.replicated,
+		Ack:       c.ack.String(),
 		Libraries: depVersions(),
 		Machine:   machine{CPU: cpuModel(), Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Kernel: kernel()},
 		Started:   e.started.UTC().Format(time.RFC3339),

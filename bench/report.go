@@ -282,6 +282,11 @@ func (e *env) report() []byte {
 	m.p("- lualock: %s (the root module of this repository, `git rev-parse HEAD`)", meta.Revision)
 	m.p("- CPU: %s, %d cores (GOMAXPROCS %d); %s; the machine is shared, so runs are noisy", meta.Machine.CPU, meta.Machine.Cores, meta.Machine.GOMAXPROCS, meta.Machine.Kernel)
 	m.p("- Redis: %s on loopback (%s), no persistence", meta.Redis, map[bool]string{true: "started by the bench", false: "given with -addr"}[meta.OwnRedis])
+	if meta.Replica {
+		m.p("- With one replica (-replica): lualock (replica acknowledgement %s) waits for it after each acquisition unless off; the other libraries do not", meta.Ack)
+	} else if meta.Ack != "" {
+		m.p("- lualock's replica acknowledgement: %s (no replica: nothing to wait for)", meta.Ack)
+	}
 	m.p("- Go: %s; libraries: %s", meta.Go, meta.librariesText())
 	m.p("- Sizes: %s", meta.sizesText())
 	m.p("- Started %s, finished %s (%v)", meta.Started, meta.Finished, e.elapsed.Round(time.Second))

@@ -16,6 +16,10 @@
 //     a cluster master killed, lost or slow replies, ended contexts);
 //   - pubsub: waking waiters and watching holds over pub/sub;
 //   - interop: against Redisson itself (Java), when its jars are given.
+//   - failover: locks of every kind through rounds of failovers of a
+//     Sentinel deployment and of a cluster whose masters have replicas
+//     (the harness's, with lagging replication links), with replica
+//     acknowledgement on and off.
 //
 // internal/backends is what the suites share: the backends and the
 // scenario table that loops over them, the TestMain, client constructors,

@@ -66,6 +66,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var a lockArgs
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
+	deploy := newDeployFlags(fs)
 	fs.Var(&a.wait, "wait", "give up when the lock is not obtained within `D`, counted from lualock's start (0: one attempt; default: wait until obtained)")
 	noWait := fs.Bool("n", false, "same as -wait 0: one attempt, do not wait")
 	fs.Var(&a.lease, "lease", "hold the lock with a fixed lease `D`, not renewed; the command is stopped if it runs longer (default: watchdog)")
@@ -123,6 +124,12 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usagef(stderr, "lock: bad -addr: %v", err)
 	}
 	copts, err := clientOptions(pubsub)
+	if err == nil {
+		err = deploy.options(&copts)
+	}
+	if err == nil {
+		_, err = deploy.failover(opts)
+	}
 	if err != nil {
 		return usagef(stderr, "lock: %v", err)
 	}
@@ -151,7 +158,7 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !a.wait.set || a.wait.d == 0 {
 		connectBy, retryBy = time.Time{}, begin.Add(connectTimeout)
 	}
-	rdb, err := connect(ctx, opts, connectBy, retryBy)
+	rdb, err := deploy.dial(ctx, opts, connectBy, retryBy)
 	if errors.Is(err, errWaitOver) {
 		return errorf(stderr, exitError, "Redis at %s did not answer within -wait %v: lock %s not obtained", where(opts), a.wait.d, a.name)
 	}

@@ -7,9 +7,9 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-//	lualock status [-addr URL] [-json] NAME
-//	lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
+//	lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+//	lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
+//	lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //	lualock --version
 //
@@ -44,9 +44,9 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-  lualock status [-addr URL] [-json] NAME
-  lualock unlock -force [-addr URL] [-fair] [-pubsub KIND] NAME
+  lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+  lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
+  lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
   lualock help
   lualock --version
 
@@ -121,7 +121,9 @@ subcommands:
            command, since}}] (lualock absent for other holders), queue [{id,
            deadline_ms, remaining_ms}] (deadline_ms in Unix ms;
            remaining_ms from server_time_ms, the server's TIME),
-           server_time_ms. For a semaphore (a string key): its available
+           server_time_ms, replica_ack (the -ack setting in effect, with
+           its timeout), replicas (those of NAME's primary; -1: unknown).
+           For a semaphore (a string key): its available
            permits and the permits taken, each with its lease left and,
            for a lualock holder, its record; -json adds available and
            permits [{id, deadline_ms, remaining_ms}], and holders lists
@@ -146,6 +148,22 @@ flags:
               Without -addr: $REDIS_URL, else redis://127.0.0.1:6379; an
               empty -addr '' is refused. Any node of a Redis Cluster will
               do: lualock sees that it is one and follows the cluster.
+  -sentinel ADDRS
+              Sentinels (host:port,host:port,...) of a Sentinel-managed
+              Redis: lualock reaches the primary they name for -master,
+              and follows it through a failover. -addr (or $REDIS_URL) then
+              only gives the primary's credentials and db. Default
+              $LUALOCK_SENTINEL.
+  -master N   with -sentinel: the master name the Sentinels know the
+              primary by. Default $LUALOCK_SENTINEL_MASTER.
+  -ack MODE   lock, unlock, status: replica acknowledgement after each
+              acquisition: one (the default: wait until a replica of the
+              primary has it, so that a failover keeps it; a lock no
+              replica confirms within the timeout is given back and lock
+              exits 1), all (every connected replica), or off. A primary
+              without replicas costs nothing. Default $LUALOCK_REPLICA_ACK,
+              else one. status shows the setting in effect and the
+              primary's replicas.
   -wait D     lock: give up when NAME is not obtained within D of
               lualock's start, connecting included (0: one attempt,
               which a Redis that does not answer may hold up to 5s).
@@ -202,6 +220,12 @@ environment:
                           sooner but renews more often.
   LUALOCK_PUBSUB          default for -pubsub: auto, plain, sharded or
                           both.
+  LUALOCK_SENTINEL        default for -sentinel.
+  LUALOCK_SENTINEL_MASTER default for -master.
+  LUALOCK_REPLICA_ACK     default for -ack: one, all or off.
+  LUALOCK_REPLICA_ACK_TIMEOUT
+                          how long an acquisition waits for the replicas'
+                          acknowledgement. Default 1s, as Redisson's.
   LUALOCK_FAIR_WAIT       -fair: the wait budget of each waiter (at least
                           500ms). Default 5m, as Redisson's fair lock. A
                           waiter that dies while queued holds the queue up

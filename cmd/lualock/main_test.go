@@ -312,8 +312,25 @@ func TestStatusText(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	p, code := s.run(t, nil, "status", name)
-	if code != 0 || p.stdout.String() != "lock "+name+": not locked\n" {
+	if code != 0 || p.stdout.String() != "lock "+name+": not locked\nreplica acknowledgement: one (timeout 1s); replicas of the primary: 0\n" {
 		t.Errorf("status of a free lock: exit %d, stdout %q", code, p.stdout.String())
+	}
+	// The replica acknowledgement in effect: -ack, else the environment.
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"LUALOCK_REPLICA_ACK=all", "LUALOCK_REPLICA_ACK_TIMEOUT=250ms"}, nil, "all (timeout 250ms)"},
+		{[]string{"LUALOCK_REPLICA_ACK=all"}, []string{"-ack", "off"}, "off"},
+	} {
+		p, code := s.run(t, c.env, append(append([]string{"status"}, c.args...), name)...)
+		if want := "replica acknowledgement: " + c.want + ";"; code != 0 || !strings.Contains(p.stdout.String(), want) {
+			t.Errorf("status with %v %v: exit %d, stdout %q, want %q", c.env, c.args, code, p.stdout.String(), want)
+		}
+	}
+	if p, code := s.run(t, nil, "status", "-ack", "maybe", name); code != exitUsage || !strings.Contains(p.stderr.String(), "want one, all or off") {
+		t.Errorf("status -ack maybe: exit %d, stderr %q", code, p.stderr.String())
 	}
 	p, code = s.run(t, nil, "lock", name, "--", bin, "status", name)
 	if out := p.stdout.String(); code != 0 || !strings.HasPrefix(out, "lock "+name+": locked, lease ") || !strings.Contains(out, "  holds 1\n") {

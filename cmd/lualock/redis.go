@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/lualock/lualock"
 	"github.com/lualock/lualock/luart"
@@ -160,6 +161,12 @@ func connect(ctx context.Context, opts *redis.Options, deadline, retryBy time.Ti
 	}
 	// Contexts bound every call, also on a Redis that stops answering.
 	opts.ContextTimeoutEnabled = true
+	// go-redis 9.22's default maintenance-notification handshake (auto)
+	// writes the client's options when Redis refuses it (Redis 7), racing
+	// with a second connection being set up at the same time (the race
+	// detector saw it once replica acknowledgement pinned connections):
+	// off, as Redis before 8 has no such notifications anyway.
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if !strings.Contains(info, "cluster_enabled:1") {
 		return redis.NewClient(opts), nil
 	}
@@ -167,12 +174,13 @@ func connect(ctx context.Context, opts *redis.Options, deadline, retryBy time.Ti
 		return nil, fmt.Errorf("%s is a Redis Cluster node, which has no db %d", opts.Addr, opts.DB)
 	}
 	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                 []string{opts.Addr},
-		Username:              opts.Username,
-		Password:              opts.Password,
-		TLSConfig:             opts.TLSConfig,
-		Dialer:                opts.Dialer,
-		ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: opts.MaintNotificationsConfig,
+		Addrs:                    []string{opts.Addr},
+		Username:                 opts.Username,
+		Password:                 opts.Password,
+		TLSConfig:                opts.TLSConfig,
+		Dialer:                   opts.Dialer,
+		ContextTimeoutEnabled:    true,
 	}), nil
 }
 

@@ -42,6 +42,12 @@ type lockStatus struct {
 	// ServerTime is Redis's TIME when the status was read, in Unix ms; the
 	// queue's remaining times count from it.
 	ServerTime int64 `json:"server_time_ms"`
+	// ReplicaAck is the replica acknowledgement that lock and unlock use
+	// with the same flags and environment: one, all or off, with its
+	// timeout; Replicas the replicas NAME's primary has connected (-1:
+	// unknown), which an acquisition waits for unless it is off.
+	ReplicaAck string `json:"replica_ack"`
+	Replicas   int    `json:"replicas"`
 }
 
 type holder struct {
@@ -64,6 +70,7 @@ type waiter struct {
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "[-addr URL] [-json] NAME", stderr)
 	addr := addrFlag(fs)
+	deploy := newDeployFlags(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	fs.Bool("fair", false, "accepted and unnecessary: status always shows a fair lock's queue")
 	name, code := parseFlags(fs, args, stdout, nil)
@@ -79,7 +86,14 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts, time.Time{}, time.Time{})
+	var copts lualock.Options
+	if err := deploy.options(&copts); err != nil {
+		return usagef(stderr, "status: %v", err)
+	}
+	if _, err := deploy.failover(opts); err != nil {
+		return usagef(stderr, "status: %v", err)
+	}
+	rdb, err := deploy.dial(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}
@@ -88,6 +102,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return errorf(stderr, exitError, "status %s: %v", name, err)
 	}
+	st.ReplicaAck, st.Replicas = ackSetting(copts), replicaCount(ctx, rdb, name)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -270,10 +285,9 @@ func printStatus(w io.Writer, st *lockStatus) {
 			fmt.Fprintf(w, "    lualock pid %d on %s since %s: %s\n", i.PID, i.Host, i.Since, i.Command)
 		}
 	}
-	if len(st.Queue) == 0 {
-		return
+	if len(st.Queue) > 0 {
+		fmt.Fprintf(w, "fair queue: %d waiting\n", len(st.Queue))
 	}
-	fmt.Fprintf(w, "fair queue: %d waiting\n", len(st.Queue))
 	for i, q := range st.Queue {
 		if q.DeadlineMS == nil {
 			fmt.Fprintf(w, "  %d. %s  (no deadline)\n", i+1, q.ID)
@@ -282,6 +296,14 @@ func printStatus(w io.Writer, st *lockStatus) {
 		at := time.UnixMilli(*q.DeadlineMS).UTC().Format("2006-01-02T15:04:05.000Z")
 		fmt.Fprintf(w, "  %d. %s  deadline %s (in %v)\n", i+1, q.ID, at, time.Duration(*q.RemainingMS)*time.Millisecond)
 	}
+	if st.ReplicaAck == "" {
+		return
+	}
+	replicas := "unknown"
+	if st.Replicas >= 0 {
+		replicas = strconv.Itoa(st.Replicas)
+	}
+	fmt.Fprintf(w, "replica acknowledgement: %s; replicas of the primary: %s\n", st.ReplicaAck, replicas)
 }
 
 // recordField is the owner field under which a lualock process keeps the

@@ -17,6 +17,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("unlock", "-force [-addr URL] [-fair] [-pubsub KIND] NAME", stderr)
 	addr := addrFlag(fs)
 	pubsub := newPubsubFlag(fs)
+	deploy := newDeployFlags(fs)
 	force := fs.Bool("force", false, "required: delete the lock whoever holds it")
 	fair := fs.Bool("fair", false, "NAME is a fair (FIFO) lock: wake its first waiter (default: when NAME has a queue)")
 	name, code := parseFlags(fs, args, stdout, nil)
@@ -35,12 +36,18 @@ func runUnlock(args []string, stdout, stderr io.Writer) int {
 		return usagef(stderr, "unlock: bad -addr: %v", err)
 	}
 	copts, err := clientOptions(pubsub)
+	if err == nil {
+		err = deploy.options(&copts)
+	}
+	if err == nil {
+		_, err = deploy.failover(opts)
+	}
 	if err != nil {
 		return usagef(stderr, "unlock: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	rdb, err := connect(ctx, opts, time.Time{}, time.Time{})
+	rdb, err := deploy.dial(ctx, opts, time.Time{}, time.Time{})
 	if err != nil {
 		return errorf(stderr, exitError, "%v", err)
 	}

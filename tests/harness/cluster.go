@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Defaults used when the corresponding ClusterOptions field is zero.
@@ -155,6 +156,16 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
+// NoMaintNotifications turns go-redis's maintenance-notification
+// handshake off. In its default (auto) mode, a Redis before 8 refuses it
+// and go-redis then writes the client's options, which every *redis.Conn
+// of the client shares under a lock of its own: two connections pinned
+// at once (replica acknowledgement) race there. Redis 7 sends no such
+// notifications anyway.
+func NoMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+}
+
 // Nodes returns the node servers (e.g. to Kill one). Do not Stop them
 // individually on a shared cluster.
 func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
@@ -162,7 +173,7 @@ func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) 
 // Client returns a new go-redis cluster client seeded with all node
 // addresses; the caller must Close it. opts may adjust the options.
 func (c *Cluster) Client(opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
-	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	o := &redis.ClusterOptions{Addrs: c.Addrs(), MaintNotificationsConfig: NoMaintNotifications()}
 	for _, f := range opts {
 		f(o)
 	}

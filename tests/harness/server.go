@@ -48,6 +48,10 @@ type Options struct {
 	// cluster makes the server a cluster node (set by StartClusterE).
 	cluster     bool
 	nodeTimeout time.Duration
+	// sentinelConf, when set, makes the server a Sentinel
+	// (redis-server sentinel.conf --sentinel) whose sentinel.conf starts
+	// with this text (set by StartSentinelE); Sentinel rewrites the file.
+	sentinelConf string
 }
 
 // Server is a redis-server child process owned by this test process. All
@@ -165,6 +169,16 @@ func Start(opts Options) (*Server, error) {
 
 // args returns the redis-server command line for the current port.
 func (s *Server) args() []string {
+	if s.opts.sentinelConf != "" {
+		return append([]string{filepath.Join(s.dir, "sentinel.conf"), "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--protected-mode", "no",
+			"--dir", s.dir,
+			"--daemonize", "no",
+			"--logfile", "",
+		}, s.opts.Args...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -194,6 +208,14 @@ func (s *Server) startLocked() (retry bool, err error) {
 		return false, fmt.Errorf("harness: %w", err)
 	}
 	offset, _ := logf.Seek(0, io.SeekEnd)
+	if conf := filepath.Join(s.dir, "sentinel.conf"); s.opts.sentinelConf != "" {
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, []byte(s.opts.sentinelConf), 0o644); err != nil {
+				_ = logf.Close()
+				return false, fmt.Errorf("harness: %w", err)
+			}
+		}
+	}
 	args := s.args()
 	fmt.Fprintf(logf, "=== harness %s: starting %s %s\n", time.Now().Format(time.RFC3339Nano), s.bin, strings.Join(quoteArgs(args), " "))
 
@@ -304,6 +326,23 @@ func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 		f(o)
 	}
 	return redis.NewClient(o)
+}
+
+// setReplicaOf makes the server's next starts replicate addr
+// (--replicaof, in place of the one it had).
+func (s *Server) setReplicaOf(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var args []string
+	for i := 0; i < len(s.opts.Args); i++ {
+		if s.opts.Args[i] == "--replicaof" {
+			i += 2
+			continue
+		}
+		args = append(args, s.opts.Args[i])
+	}
+	h, p, _ := strings.Cut(addr, ":")
+	s.opts.Args = append(args, "--replicaof", h, p)
 }
 
 // Kill SIGKILLs the server (simulating a crash) and waits for it to exit.

@@ -54,7 +54,7 @@ func All() []Backend {
 		{Name: "miniredis", New: newMini},
 		{Name: "standalone", New: func(t *testing.T) redis.UniversalClient {
 			s := harness.SharedStandalone(t)
-			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaintNotificationsConfig: harness.NoMaintNotifications()})
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		}},
@@ -114,7 +114,7 @@ func Table(t *testing.T, scenarios []Scenario) {
 func newMini(t *testing.T) redis.UniversalClient {
 	mr := miniredis.RunT(t)
 	mr.ClockTTL(true)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaintNotificationsConfig: harness.NoMaintNotifications()})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

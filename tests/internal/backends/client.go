@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lualock/lualock/tests/harness"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
@@ -55,9 +56,9 @@ func Hooked(t *testing.T, rdb redis.UniversalClient, hook redis.Hook) redis.Univ
 	var c redis.UniversalClient
 	switch r := rdb.(type) {
 	case *redis.Client:
-		c = redis.NewClient(&redis.Options{Addr: r.Options().Addr})
+		c = redis.NewClient(&redis.Options{Addr: r.Options().Addr, MaintNotificationsConfig: harness.NoMaintNotifications()})
 	case *redis.ClusterClient:
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Options().Addrs})
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Options().Addrs, MaintNotificationsConfig: harness.NoMaintNotifications()})
 	default:
 		t.Fatalf("unexpected client %T", rdb)
 	}

@@ -1,0 +1,130 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/harness"
+	"github.com/lualock/lualock/tests/internal/backends"
+)
+
+// TestAck_notReplicated: when the replica never acknowledges (its link is
+// cut), every kind's acquisition fails with ErrNotReplicated after
+// ReplicaAckTimeout and leaves nothing held: another owner obtains it at
+// once. With acknowledgement off the same acquisitions succeed.
+func TestAck_notReplicated(t *testing.T) {
+	t.Parallel() // every test of the suite has a deployment of its own
+	d := harness.StartSentinel(t, harness.SentinelOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := func(mode lualock.ReplicaAck) *lualock.Client {
+		rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
+		t.Cleanup(func() { _ = rdb.Close() })
+		return backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, ReplicaAckTimeout: 200 * time.Millisecond})
+	}
+	on, off := client(lualock.ReplicaAckOne), client(lualock.ReplicaAckOff)
+	names := map[string]string{}
+	tag := roundTag(t.Name(), 0)
+	for _, k := range kinds() {
+		names[k.name] = tag + ":" + k.name
+		if k.setup != nil {
+			if err := k.setup(ctx, on, names[k.name]); err != nil {
+				t.Fatalf("%s setup: %v", k.name, err)
+			}
+		}
+	}
+	d.Nodes()[0].Proxy.CutLink() // the primary's replication link
+	for _, k := range kinds() {
+		_, err := k.take(ctx, on, names[k.name])
+		if !errors.Is(err, lualock.ErrNotReplicated) {
+			t.Fatalf("%s: %v, want ErrNotReplicated", k.name, err)
+		}
+		// Undone: the other client obtains it, and gives it back.
+		var h hold
+		for start := time.Now(); ; {
+			if h, err = k.probe(ctx, off, names[k.name]); err == nil || time.Since(start) > 5*time.Second {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // a semaphore's permits come back in the background
+		}
+		if err != nil {
+			t.Fatalf("%s: after ErrNotReplicated another owner cannot obtain it: %v", k.name, err)
+		}
+		if err := h.release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", k.name, err)
+		}
+	}
+}
+
+// commands counts the commands a client sends, by name.
+type commands struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.n[strings.ToLower(cmd.Name())]++
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		for _, cmd := range cmds {
+			c.n[strings.ToLower(cmd.Name())]++
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commands) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+// TestAck_noReplicas: on a primary without replicas acknowledgement sends
+// nothing per acquisition: no WAIT, and INFO only when the client first
+// uses the primary and once a second after.
+func TestAck_noReplicas(t *testing.T) {
+	t.Parallel()
+	s := harness.StartStandalone(t)
+	cmds := &commands{n: map[string]int{}}
+	rdb := s.Client()
+	rdb.AddHook(cmds)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := backends.NewClient(t, rdb, lualock.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	const n = 200
+	for i := range n {
+		l := c.NewLock(fmt.Sprintf("%s:%d", t.Name(), i))
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secs := int(time.Since(start)/time.Second) + 1
+	if w := cmds.count("wait"); w != 0 {
+		t.Errorf("%d WAITs for %d acquisitions on a primary without replicas, want 0", w, n)
+	}
+	if i := cmds.count("info"); i < 1 || i > 1+secs {
+		t.Errorf("%d INFOs in %ds for %d acquisitions, want 1 and at most one a second", i, secs, n)
+	}
+}
