@@ -185,6 +185,7 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) error {
 			h.life.onEnd = h.env.ended // once per handle
 		}
 		h.life.begin(start)
+		h.unwatch() // an earlier hold's, were it left
 		h.watcher = h.env.watch(gen)
 	}
 	if lease == 0 {
@@ -317,13 +318,13 @@ func (h *hold) ranOutInRelease(r release, pending error) bool {
 	return time.Since(h.life.entry.Renewed()) >= h.watchdogLease-renew.LossMargin(h.watchdogLease)
 }
 
-// watcherLost is lose for a hold watcher's finding, while w is still the
-// hold's watcher.
-func (h *hold) watcherLost(w *holdWatcher, cause error) {
+// watcherLost is lose for a hold watcher's finding about hold gen, while
+// that hold is still watched.
+func (h *hold) watcherLost(gen uint64, cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watcher == w {
-		h.loseLocked(w.gen, cause)
+	if h.watcher != nil && h.watcher.gen == gen {
+		h.loseLocked(gen, cause)
 	}
 }
 

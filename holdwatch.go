@@ -99,30 +99,38 @@ func clusterDialer(opt *redis.ClusterOptions) func(ctx context.Context, addr str
 	}
 }
 
-// holdWatcher is one hold's watch by the tracker.
+// holdWatcher is a handle's watch by the tracker, added again for each
+// of its holds (a hold costs no allocation); gen is the hold it watches.
 type holdWatcher struct {
-	l     *Lock
 	gen   uint64
-	watch *track.Watch
+	watch track.Watch
+	lost  func(gen uint64, how track.Loss) // Lock.watcherLost, bound once per handle
 }
 
 // watchHold has the tracker watch hold gen of l: its counting field in the
-// lock's hash. It returns nil without a tracker. The hold's mutex is held.
+// lock's hash. It returns nil without a tracker. The hold's mutex is held,
+// and the handle's previous watch has stopped.
 func (c *Client) watchHold(l *Lock, gen uint64) *holdWatcher {
 	if c.track == nil {
 		return nil
 	}
-	w := &holdWatcher{l: l, gen: gen}
-	w.watch = c.track.Watch(track.Target{Spec: holdCheck, Key: l.name, Field: l.countField()}, w.lost)
+	w := &l.watcher
+	if w.lost == nil {
+		w.lost = l.watcherLost
+	}
+	w.gen = gen
+	if !c.track.Add(&w.watch, track.Target{Spec: holdCheck, Key: l.name, Field: l.countField()}, gen, w.lost) {
+		return nil // closed
+	}
 	return w
 }
 
 // stop ends the watch. The hold's mutex is held.
 func (w *holdWatcher) stop() { w.watch.Stop() }
 
-// lost ends the hold as lost, if w is still its watcher.
-func (w *holdWatcher) lost(how track.Loss) {
-	w.l.h.watcherLost(w, lossCause(how, "lock"))
+// watcherLost ends hold gen as lost, if it is still the one watched.
+func (l *Lock) watcherLost(gen uint64, how track.Loss) {
+	l.h.watcherLost(gen, lossCause(how, "lock"))
 }
 
 // lossCause is the cause of a hold the tracker found gone.

@@ -49,6 +49,8 @@ type Lock struct {
 	// lifetime's), and entryEnd its end callback, set by the first renew.
 	entry    renew.Entry
 	entryEnd func(gen uint64, how renew.End)
+	// watcher is the hold tracker's watch of the handle's holds.
+	watcher holdWatcher
 }
 
 // opLock serializes the calls of one handle that change its holds. Unlike

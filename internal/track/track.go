@@ -128,20 +128,36 @@ func New(d Dialer, cfg Config) *Tracker {
 	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}}
 }
 
-// Watch is one watched hold.
+// Watch is one watched hold. The zero value is ready for Add. An owner
+// may keep one Watch and add it again for each of its holds once the last
+// one was stopped or lost: a hold costs no allocation, and the reply to a
+// check of an earlier hold is told apart by a count of the adds.
 type Watch struct {
-	t       *Tracker
-	target  Target
-	lost    func(Loss)
-	changed func() // a change watch's callback (lost is nil)
+	t *Tracker // set by the first add
 
 	// under t.mu
-	n        *node
-	queued   bool // in n.queue
-	inflight bool // a check of it was sent and has no reply yet
-	stopped  bool
-	timer    *time.Timer // the next check at the end of its lease, or after a failure
+	target     Target
+	tag        uint64                     // handed back to lost
+	lost       func(tag uint64, how Loss) // a hold watch's callback
+	changed    func()                     // a change watch's callback (lost is nil)
+	inc        uint64                     // counts the adds: a check sent for an earlier one is stale
+	n          *node
+	prev, next *Watch // the other watches of target.Key on n
+	queuedOn   *node  // the node whose queue holds it (nil: none)
+	inflight   bool   // a check of it was sent and has no reply yet
+	stopped    bool
+	timer      *time.Timer // the next check at the end of its lease, or after a failure
 }
+
+// watchRef is a watch as one of its checks sent it: a reply for an earlier
+// add (inc) is stale.
+type watchRef struct {
+	w   *Watch
+	inc uint64
+}
+
+// current reports whether the check r is of w's current add. t.mu is held.
+func (r watchRef) current() bool { return r.w.inc == r.inc }
 
 // Watch starts watching target: lost is called once, on a goroutine of
 // the tracker, when a check finds the hold gone, unless Stop came first.
@@ -150,7 +166,19 @@ type Watch struct {
 // key's node is found on a goroutine of the tracker, since Addr may ask
 // Redis.
 func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
-	return t.add(&Watch{t: t, target: target, lost: lost})
+	w := new(Watch)
+	if !t.Add(w, target, 0, func(_ uint64, how Loss) { lost(how) }) {
+		return nil
+	}
+	return w
+}
+
+// Add is Watch on a Watch of the caller's: w is the zero value, or was
+// stopped (or reported lost) since its last add; lost gets tag. The add
+// and the Stop of one Watch must not run concurrently. Add returns false,
+// watching nothing, after Close.
+func (t *Tracker) Add(w *Watch, target Target, tag uint64, lost func(tag uint64, how Loss)) bool {
+	return t.add(w, target, tag, lost, nil)
 }
 
 // WatchChange starts watching target's key for any change (a write, a
@@ -161,13 +189,16 @@ func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
 // Stop. Its check's reply is not read: the watch reports no loss and
 // follows no lease. It returns nil after Close.
 func (t *Tracker) WatchChange(target Target, changed func()) *Watch {
-	return t.add(&Watch{t: t, target: target, changed: changed})
+	w := new(Watch)
+	if !t.add(w, target, 0, nil, changed) {
+		return nil
+	}
+	return w
 }
 
 // add places w (on a goroutine of the tracker on a cluster) and queues
 // its first check.
-func (t *Tracker) add(w *Watch) *Watch {
-	target := w.target
+func (t *Tracker) add(w *Watch, target Target, tag uint64, lost func(uint64, Loss), changed func()) bool {
 	var addr string
 	var err error
 	if t.cfg.Slot == nil {
@@ -175,23 +206,33 @@ func (t *Tracker) add(w *Watch) *Watch {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if w.t != nil && w.t != t {
+		panic("track: Add of a watch of another tracker")
+	}
+	if w.t != nil && !w.stopped {
+		panic("track: Add of a live watch")
+	}
+	w.t, w.target, w.tag, w.lost, w.changed = t, target, tag, lost, changed
+	w.inc++
+	w.stopped, w.inflight = false, false // a check in flight is the earlier add's
 	switch {
-	case t.closed:
-		return nil
 	case t.cfg.Slot != nil:
-		w.timer = time.AfterFunc(0, w.due)
+		w.after(0)
 	case err != nil:
 		w.retry() // placed again after the backoff
 	default:
 		t.place(w, addr)
 	}
-	return w
+	return true
 }
 
 // Stop ends the watch: lost (or changed) is not called after it returns,
 // unless it is running.
 func (w *Watch) Stop() {
-	if w == nil {
+	if w == nil || w.t == nil {
 		return
 	}
 	t := w.t
@@ -215,24 +256,32 @@ func (w *Watch) stopLocked() {
 func (t *Tracker) place(w *Watch, addr string) {
 	n := t.nodes[addr]
 	if n == nil {
-		n = &node{t: t, addr: addr, watches: map[string][]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
+		n = &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
 		t.nodes[addr] = n
 		t.wg.Add(1)
 		go n.run()
 	}
-	if w.n != nil && w.n != n {
-		w.n.remove(w)
+	if w.n != n {
+		if w.n != nil {
+			w.n.remove(w)
+		}
+		w.n = n
+		w.prev, w.next = nil, n.watches[w.target.Key]
+		if w.next != nil {
+			w.next.prev = w
+		}
+		n.watches[w.target.Key] = w
 	}
-	w.n = n
-	n.watches[w.target.Key] = append(n.watches[w.target.Key], w)
 	w.inflight = false
 	n.enqueue(w)
 }
 
 // retry checks w again after the backoff (placing it again first when
 // it has no node). t.mu is held.
-func (w *Watch) retry() {
-	d := w.t.cfg.MaxBackoff
+func (w *Watch) retry() { w.after(w.t.cfg.MaxBackoff) }
+
+// after runs w's timer after d. t.mu is held.
+func (w *Watch) after(d time.Duration) {
 	if w.timer == nil {
 		w.timer = time.AfterFunc(d, w.due)
 	} else {
@@ -253,12 +302,13 @@ func (w *Watch) due() {
 		t.mu.Unlock()
 		return
 	}
+	key, inc := w.target.Key, w.inc
 	t.mu.Unlock()
-	addr, err := t.d.Addr(t.ctx, w.target.Key)
+	addr, err := t.d.Addr(t.ctx, key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case w.stopped || t.closed || w.n != nil:
+	case w.stopped || t.closed || w.n != nil || w.inc != inc:
 	case err != nil:
 		w.retry()
 	default:
@@ -275,13 +325,11 @@ func (t *Tracker) Counts() (watches, conns int) {
 		return 0, 0
 	}
 	for _, n := range t.nodes {
-		for _, ws := range n.watches {
-			for _, w := range ws {
-				if w.changed == nil {
-					watches++
-				}
+		n.each(func(w *Watch) {
+			if w.changed == nil {
+				watches++
 			}
-		}
+		})
 		if n.conn != nil {
 			conns++
 		}
@@ -299,14 +347,12 @@ func (t *Tracker) Close() {
 	}
 	t.closed = true
 	for _, n := range t.nodes {
-		for _, ws := range n.watches {
-			for _, w := range ws {
-				w.stopped = true
-				if w.timer != nil {
-					w.timer.Stop()
-				}
+		n.each(func(w *Watch) {
+			w.stopped = true
+			if w.timer != nil {
+				w.timer.Stop()
 			}
-		}
+		})
 		if n.conn != nil {
 			n.conn.Close()
 		}
@@ -324,25 +370,42 @@ type node struct {
 	kick chan struct{} // the queue has work
 
 	// under t.mu
-	watches map[string][]*Watch // by key
-	queue   []*Watch            // to check
-	pending []sent              // commands sent, in order, awaiting replies
-	loaded  map[*Spec]bool      // scripts loaded on this connection
+	watches map[string]*Watch // by key: the first of the key's list (prev, next)
+	queue   []*Watch          // to check
+	pending []sent            // commands sent, in order, awaiting replies
+	loaded  map[*Spec]bool    // scripts loaded on this connection
 	conn    net.Conn
 }
 
 // sent is one command awaiting its reply: a check of watches, or a
 // command whose reply only says the connection works (nil).
 type sent struct {
-	check []*Watch
+	check []watchRef
 	spec  *Spec
 }
 
+// each calls f for every watch of n. t.mu is held.
+func (n *node) each(f func(*Watch)) {
+	for _, w := range n.watches {
+		n.eachOf(w, f)
+	}
+}
+
+// eachOf calls f for w and the watches after it in its key's list. f may
+// remove the watch it is given. t.mu is held.
+func (n *node) eachOf(w *Watch, f func(*Watch)) {
+	for w != nil {
+		next := w.next
+		f(w)
+		w = next
+	}
+}
+
 func (n *node) enqueue(w *Watch) {
-	if w.queued || w.stopped {
+	if w.queuedOn == n || w.stopped {
 		return
 	}
-	w.queued = true
+	w.queuedOn = n
 	n.queue = append(n.queue, w)
 	select {
 	case n.kick <- struct{}{}:
@@ -351,18 +414,18 @@ func (n *node) enqueue(w *Watch) {
 }
 
 func (n *node) remove(w *Watch) {
-	ws := n.watches[w.target.Key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
+	switch {
+	case w.prev != nil:
+		w.prev.next = w.next
+	case w.next != nil:
+		n.watches[w.target.Key] = w.next
+	default:
 		delete(n.watches, w.target.Key)
-	} else {
-		n.watches[w.target.Key] = ws
 	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next = nil, nil
 	// A queued or in-flight check of w finds it stopped.
 }
 
@@ -407,12 +470,10 @@ func (n *node) run() {
 		n.conn = conn
 		n.pending = n.pending[:0]
 		clear(n.loaded)
-		for _, ws := range n.watches {
-			for _, w := range ws {
-				w.inflight = false
-				n.enqueue(w) // a change while disconnected went unannounced
-			}
-		}
+		n.each(func(w *Watch) {
+			w.inflight = false
+			n.enqueue(w) // a change while disconnected went unannounced
+		})
 		t.mu.Unlock()
 		done := make(chan struct{})
 		t.wg.Add(1)
@@ -427,8 +488,10 @@ func (n *node) run() {
 		t.mu.Lock()
 		n.conn = nil
 		for _, p := range n.pending {
-			for _, w := range p.check {
-				w.inflight = false
+			for _, r := range p.check {
+				if r.current() {
+					r.w.inflight = false
+				}
 			}
 		}
 		n.pending = n.pending[:0]
@@ -445,18 +508,20 @@ func (n *node) replace() {
 	}
 	t.d.Refresh(t.ctx)
 	t.mu.Lock()
-	var ws []*Watch
-	for _, x := range n.watches {
-		ws = append(ws, x...)
-	}
+	var ws []watchRef
+	var ks []string
+	n.each(func(w *Watch) {
+		ws = append(ws, watchRef{w, w.inc})
+		ks = append(ks, w.target.Key)
+	})
 	t.mu.Unlock()
-	for _, w := range ws {
-		addr, err := t.d.Addr(t.ctx, w.target.Key)
+	for i, r := range ws {
+		addr, err := t.d.Addr(t.ctx, ks[i])
 		if err != nil || addr == n.addr {
 			continue
 		}
 		t.mu.Lock()
-		if !w.stopped && !t.closed && w.n == n {
+		if w := r.w; !w.stopped && !t.closed && w.n == n && r.current() {
 			t.place(w, addr)
 		}
 		t.mu.Unlock()
@@ -604,9 +669,11 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		slot int
 	}
 	var order []group
-	groups := map[group][]*Watch{}
+	groups := map[group][]watchRef{}
 	for _, x := range n.queue {
-		x.queued = false
+		if x.queuedOn == n {
+			x.queuedOn = nil
+		}
 		if x.stopped || x.n != n || x.inflight {
 			continue
 		}
@@ -617,7 +684,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}
-		groups[g] = append(groups[g], x)
+		groups[g] = append(groups[g], watchRef{x, x.inc})
 	}
 	n.queue = n.queue[:0]
 	for _, g := range order {
@@ -634,11 +701,11 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			args := make([]string, 0, 3+2*len(part))
 			args = append(args, "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
 			for _, x := range part {
-				args = append(args, x.target.Key)
+				args = append(args, x.w.target.Key)
 			}
 			for _, x := range part {
-				args = append(args, x.target.Field)
-				x.inflight = true
+				args = append(args, x.w.target.Field)
+				x.w.inflight = true
 			}
 			writeCmd(w, args...)
 			n.sentLocked(conn, sent{check: part, spec: g.spec})
@@ -675,10 +742,10 @@ func (n *node) read(conn net.Conn, r *bufio.Reader) {
 		calls := n.replied(s, v)
 		t.mu.Unlock()
 		for _, c := range calls {
-			if c.w.changed != nil {
-				c.w.changed()
+			if c.changed != nil {
+				c.changed()
 			} else {
-				c.w.lost(c.how)
+				c.lost(c.tag, c.how)
 			}
 		}
 	}
@@ -694,28 +761,27 @@ func (n *node) push(v value) {
 	t := n.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	queue := func(ws []*Watch) {
-		for _, w := range ws {
-			if !w.inflight {
-				n.enqueue(w)
-			}
+	queue := func(w *Watch) {
+		if !w.inflight {
+			n.enqueue(w)
 		}
 	}
 	if v.elems[1].kind != '*' {
-		for _, ws := range n.watches {
-			queue(ws)
-		}
+		n.each(queue)
 		return
 	}
 	for _, k := range v.elems[1].elems {
-		queue(n.watches[k.str])
+		n.eachOf(n.watches[k.str], queue)
 	}
 }
 
-// callback is a watch's callback due: a loss, or a change watch's check.
+// callback is a watch's callback due: a loss, or a change watch's check,
+// taken under t.mu (the watch may be added again before it runs).
 type callback struct {
-	w   *Watch
-	how Loss
+	lost    func(uint64, Loss)
+	changed func()
+	tag     uint64
+	how     Loss
 }
 
 // replied handles the reply v of s. t.mu is held; it returns the
@@ -726,64 +792,66 @@ func (n *node) replied(s sent, v value) []callback {
 	}
 	t := n.t
 	var calls []callback
-	live := s.check[:0:0]
-	for _, w := range s.check {
-		w.inflight = false
-		if !w.stopped && w.n == n {
-			live = append(live, w)
+	for _, r := range s.check {
+		if r.current() { // else a check of an earlier add
+			r.w.inflight = false
+		}
+	}
+	// live are the watches the check still speaks for.
+	live := func(yield func(*Watch) bool) {
+		for _, r := range s.check {
+			if r.current() && !r.w.stopped && r.w.n == n && !yield(r.w) {
+				return
+			}
 		}
 	}
 	if v.kind == '-' {
 		switch {
 		case strings.HasPrefix(v.str, "NOSCRIPT"):
 			n.loaded[s.spec] = false
-			for _, w := range live {
+			for w := range live {
 				n.enqueue(w)
 			}
 		case strings.HasPrefix(v.str, "MOVED ") || strings.HasPrefix(v.str, "ASK "):
 			f := strings.Fields(v.str)
-			for _, w := range live {
+			for w := range live {
 				t.place(w, f[len(f)-1])
 			}
 		default: // LOADING, BUSY, ...: again after the backoff
-			for _, w := range live {
+			for w := range live {
 				w.retry()
 			}
 		}
 		return nil
 	}
 	if v.kind != '*' || len(v.elems) != len(s.check) {
-		for _, w := range live {
+		for w := range live {
 			w.retry()
 		}
 		return nil
 	}
-	for i, w := range s.check {
-		if w.stopped || w.n != n {
+	for i, r := range s.check {
+		w := r.w
+		if !r.current() || w.stopped || w.n != n {
 			continue
 		}
 		if w.changed != nil {
-			calls = append(calls, callback{w: w}) // the key is tracked again
+			calls = append(calls, callback{changed: w.changed}) // the key is tracked again
 			continue
 		}
 		switch left := v.elems[i].int; {
 		case left == -3:
 			w.stopLocked()
-			calls = append(calls, callback{w, Overwritten})
+			calls = append(calls, callback{lost: w.lost, tag: w.tag, how: Overwritten})
 		case left == -2:
 			w.stopLocked()
-			calls = append(calls, callback{w, Gone})
+			calls = append(calls, callback{lost: w.lost, tag: w.tag, how: Gone})
 		case left == -1:
 			if w.timer != nil {
 				w.timer.Stop()
 			}
 		default: // check again when the lease has run out
-			d := time.Duration(left+1) * time.Millisecond
-			if w.timer == nil {
-				w.timer = time.AfterFunc(d, w.due)
-			} else {
-				w.timer.Reset(d)
-			}
+			w.after(time.Duration(left+1) * time.Millisecond)
 		}
 	}
 	return calls

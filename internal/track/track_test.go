@@ -288,3 +288,62 @@ func TestWatchChange(t *testing.T) {
 	default:
 	}
 }
+
+// A Watch added again after Stop watches the new hold only: a check sent
+// for an earlier add (which may find the key absent) is not reported for
+// the later one, and each loss comes with its add's tag.
+func TestAdd_reuse(t *testing.T) {
+	s, rdb := server(t)
+	ctx := context.Background()
+	tr := newTracker(t, s.Addr())
+	type loss struct {
+		tag uint64
+		how track.Loss
+	}
+	lost := make(chan loss, 4)
+	report := func(tag uint64, how track.Loss) { lost <- loss{tag, how} }
+	var w track.Watch
+	target := track.Target{Spec: check, Key: "reused", Field: "f"}
+	tag := uint64(0)
+	for range 20 {
+		// The earlier hold's key is gone when its check runs; the next
+		// hold's key exists by the time the next add is made.
+		rdb.Del(ctx, "reused")
+		tag++
+		if !tr.Add(&w, target, tag, report) {
+			t.Fatal("Add returned false before Close")
+		}
+		w.Stop()
+		if err := rdb.HSet(ctx, "reused", "f", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		tag++
+		if !tr.Add(&w, target, tag, report) {
+			t.Fatal("Add returned false before Close")
+		}
+		barrier(t, tr)
+		select {
+		case l := <-lost:
+			t.Fatalf("loss %v of add %d reported while add %d watches a held key", l.how, l.tag, tag)
+		default:
+		}
+		w.Stop()
+	}
+	if !tr.Add(&w, target, tag+1, report) {
+		t.Fatal("Add returned false before Close")
+	}
+	barrier(t, tr)
+	rdb.Del(ctx, "reused")
+	select {
+	case l := <-lost:
+		if l != (loss{tag + 1, track.Gone}) {
+			t.Fatalf("loss %+v, want {tag:%d how:Gone}", l, tag+1)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no loss reported in 10s")
+	}
+	barrier(t, tr)
+	if len(lost) != 0 {
+		t.Fatalf("%d more losses reported, want one", len(lost))
+	}
+}
