@@ -492,7 +492,23 @@ func (h *hold) released(r release, res releaseOutcome) error {
 	pending := h.cause
 	h.cause, h.latch = nil, ""
 	switch {
-	case res == releaseNotHeld && r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
+	case res == releaseNotHeld:
+		return h.releasedGone(r, pending)
+	case res == releasePartial && (pending != nil || h.holds > 1):
+		h.releasedOne(r, pending)
+	default:
+		h.state, h.holds = free, 0
+		h.finish(ErrNotHeld)
+	}
+	return nil
+}
+
+// releasedGone records a release that found the lock gone: why it is
+// gone decides whether the hold ended as asked, ran out or was lost.
+// pending is a loss reported during the release. h.mu is held.
+func (h *hold) releasedGone(r release, pending error) error {
+	switch {
+	case r.holds == 1 && (r.resend || time.Since(r.start) >= h.unlockLatch):
 		// The release was sent before without a reply (by an earlier
 		// Unlock, or by a retry within this one, which lasted past the
 		// latch), and its latch may have expired: the lock is gone because
@@ -503,14 +519,14 @@ func (h *hold) released(r release, res releaseOutcome) error {
 		h.state, h.holds = free, 0
 		h.finish(cause)
 		return cause
-	case res == releaseNotHeld && h.ranOutInRelease(r, pending):
+	case h.ranOutInRelease(r, pending):
 		// The release found the lock gone after no renewal landed for a
 		// lease, while it was held up: the hold was live when Unlock
 		// began; nothing took the lock away.
 		h.state, h.holds = free, 0
 		h.finish(errRanOutInRelease)
 		return errRanOutInRelease
-	case res == releaseNotHeld && r.watched:
+	case r.watched:
 		// The watchdog kept the lease: the lock was taken away (deleted,
 		// force-unlocked, wiped by Redis) before a renewal noticed. Each
 		// remaining hold's Unlock reports the loss too.
@@ -522,27 +538,28 @@ func (h *hold) released(r release, res releaseOutcome) error {
 		}
 		h.finish(cause)
 		return cause
-	case res == releaseNotHeld:
-		h.state, h.holds = free, 0
-		h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
-		return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
-	case res == releasePartial && pending != nil:
+	}
+	h.state, h.holds = free, 0
+	h.finish(fmt.Errorf("%w: the lock was gone at unlock", ErrNotHeld))
+	return fmt.Errorf("%w: its lease ran out or it was deleted", ErrNotHeld)
+}
+
+// releasedOne records a partial release of one of several holds (or a
+// replayed one, pending a loss reported meanwhile): the hold goes on, or
+// is lost. h.mu is held.
+func (h *hold) releasedOne(r release, pending error) {
+	h.holds--
+	if pending != nil {
 		// A replayed partial release, but the lock was lost meanwhile.
-		h.holds--
 		h.state, h.cause = lost, pending
 		h.finish(pending)
-	case res == releasePartial && h.holds > 1:
-		h.holds--
-		h.state = held
-		if h.life.ended != nil {
-			h.state = lapsed
-		}
-		if !h.life.watched {
-			h.startExpiry(r.start) // the release set the fixed lease again
-		}
-	default:
-		h.state, h.holds = free, 0
-		h.finish(ErrNotHeld)
+		return
 	}
-	return nil
+	h.state = held
+	if h.life.ended != nil {
+		h.state = lapsed
+	}
+	if !h.life.watched {
+		h.startExpiry(r.start) // the release set the fixed lease again
+	}
 }
