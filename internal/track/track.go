@@ -374,7 +374,18 @@ type node struct {
 	queue   []*Watch          // to check
 	pending []sent            // commands sent, in order, awaiting replies
 	loaded  map[*Spec]bool    // scripts loaded on this connection
-	conn    net.Conn
+
+	// writeChecks's buffers, reused from call to call
+	order  []checkGroup
+	groups map[checkGroup][]watchRef
+	args   []string
+	conn   net.Conn
+}
+
+// checkGroup is the watches one check call may carry: one spec, one slot.
+type checkGroup struct {
+	spec *Spec
+	slot int
 }
 
 // sent is one command awaiting its reply: a check of watches, or a
@@ -664,12 +675,10 @@ func (n *node) sentLocked(conn net.Conn, s sent) {
 // Batch keys each. t.mu is held.
 func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 	t := n.t
-	type group struct {
-		spec *Spec
-		slot int
+	if n.groups == nil {
+		n.groups = map[checkGroup][]watchRef{}
 	}
-	var order []group
-	groups := map[group][]watchRef{}
+	order, groups := n.order[:0], n.groups
 	for _, x := range n.queue {
 		if x.queuedOn == n {
 			x.queuedOn = nil
@@ -677,7 +686,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		if x.stopped || x.n != n || x.inflight {
 			continue
 		}
-		g := group{spec: x.target.Spec}
+		g := checkGroup{spec: x.target.Spec}
 		if t.cfg.Slot != nil {
 			g.slot = t.cfg.Slot(x.target.Key)
 		}
@@ -687,6 +696,12 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		groups[g] = append(groups[g], watchRef{x, x.inc})
 	}
 	n.queue = n.queue[:0]
+	defer func() {
+		// The groups' slices are the checks' now (sent.check).
+		clear(groups)
+		clear(order)
+		n.order = order[:0]
+	}()
 	for _, g := range order {
 		ws := groups[g]
 		if !n.loaded[g.spec] {
@@ -698,8 +713,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			k := min(len(ws), t.cfg.Batch)
 			part := ws[:k:k]
 			ws = ws[k:]
-			args := make([]string, 0, 3+2*len(part))
-			args = append(args, "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
+			args := append(n.args[:0], "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
 			for _, x := range part {
 				args = append(args, x.w.target.Key)
 			}
@@ -708,6 +722,8 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 				x.w.inflight = true
 			}
 			writeCmd(w, args...)
+			clear(args) // no key outlives its watch here
+			n.args = args[:0]
 			n.sentLocked(conn, sent{check: part, spec: g.spec})
 		}
 	}
