@@ -156,7 +156,15 @@ func TestOptions_Observer_events(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.renews) > 0 && rec.renews[len(rec.renews)-1].Err != nil
 	})
-	if got := logs.lines("level=WARN", "lualock: renewal failed", "name=ob", "owner="+c.ID()+":", "injected"); len(got) == 0 {
+	// The Logger is written after the Observer is called: wait for the
+	// line rather than reading the log at the event.
+	warned := func() bool {
+		return len(logs.lines("level=WARN", "lualock: renewal failed", "name=ob", "owner="+c.ID()+":", "injected")) > 0
+	}
+	for deadline := time.Now().Add(5 * time.Second); !warned() && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if !warned() {
 		t.Errorf("no Warn line for the failed renewal with lock and owner; log: %q", logs.lines())
 	}
 	mr.SetError("")
