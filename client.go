@@ -46,6 +46,7 @@ type Client struct {
 	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
 	ack     *replicaAck    // replica acknowledgement; nil when off
 	latches *latchSweeper  // deletes the latches of releases that got their reply
+	kw      keyWatches     // change watches of waiters' keys (holdwatch.go)
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
 	bg      sync.WaitGroup // clean-up goroutines and acquisitions in flight

@@ -123,6 +123,9 @@ type waitSpec struct {
 	// spinFirst and spinMax bound the back-off of a waiter without a
 	// channel; 0: Options.RetryMin and RetryMax.
 	spinFirst, spinMax time.Duration
+	// watch, when set, is a key whose every change wakes the channel's
+	// waiters as a message would (the hold tracker's, holdwatch.go).
+	watch string
 }
 
 // step names one step of an acquisition. (Steps are named rather than
@@ -169,6 +172,7 @@ type acquisition struct {
 	deadline time.Time       // zero: none
 	bo       backoff
 	sub      *wake.Waiter
+	kw       *keyWatch // the waitSpec's key watch, from the subscription on
 
 	tried    time.Time // when the last attempt began
 	answered bool      // an attempt got Redis's reply
@@ -400,6 +404,9 @@ func (a *acquisition) subscribe() step {
 	switch {
 	case err == nil:
 		a.sub = sub
+		if w.watch != "" {
+			a.kw = a.c.watchKey(w.watch, w.channel)
+		}
 		if fresh {
 			return stepRetry
 		}
@@ -520,6 +527,7 @@ func (a *acquisition) end() {
 			a.sub.Signal()
 		}
 		a.sub.Release(a.acquired, cmp.Or(a.lease, a.c.cfg.WatchdogLease))
+		a.c.unwatchKey(a.kw)
 	}
 	if a.p.exit() {
 		// Another call waits as the same owner, in the same place in the

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,4 +146,71 @@ func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *t
 		}
 		p.end(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
 	})
+}
+
+// A waiter whose kind asks for it (protocol.watchKey: the read lock's)
+// also hears of every change of the lock's key through the tracker, as if
+// it were a release message on its channel: Redisson's downgrade (the
+// write lock's holder takes the read lock, then releases the write lock)
+// turns the hash to read mode and publishes nothing, and a waiting reader
+// would otherwise find it only at its fallback timer. The waiters of one
+// key on this client share one change watch (keyWatches), from the first
+// one's subscription to the last one's end. Without the tracker
+// (Options.NoHoldTracking, or a client it cannot follow) nothing is
+// watched and the fallback timer stays the bound.
+
+// keyWatches are the client's change watches, by lock key.
+type keyWatches struct {
+	mu sync.Mutex
+	m  map[string]*keyWatch
+}
+
+// keyWatch is one key's change watch and the waiters that share it.
+type keyWatch struct {
+	key   string
+	users int
+	watch *track.Watch
+}
+
+// watchKey has the tracker wake channel's waiters at each change of key,
+// until as many unwatchKey calls as watchKey calls have ended it. It
+// returns nil without a tracker.
+func (c *Client) watchKey(key, channel string) *keyWatch {
+	if c.track == nil {
+		return nil
+	}
+	ws := &c.kw
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	kw := ws.m[key]
+	if kw == nil {
+		// Any read of the key tracks it: the hold check of a field
+		// (its reply is not read).
+		w := c.track.WatchChange(track.Target{Spec: holdCheck, Key: key, Field: "mode"}, func() { c.hub.Wake(channel) })
+		if w == nil {
+			return nil // closed
+		}
+		kw = &keyWatch{key: key, watch: w}
+		if ws.m == nil {
+			ws.m = map[string]*keyWatch{}
+		}
+		ws.m[key] = kw
+	}
+	kw.users++
+	return kw
+}
+
+// unwatchKey ends one waiter's use of kw (nil: none); the last one stops
+// the watch.
+func (c *Client) unwatchKey(kw *keyWatch) {
+	if kw == nil {
+		return
+	}
+	ws := &c.kw
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if kw.users--; kw.users == 0 {
+		kw.watch.Stop()
+		delete(ws.m, kw.key)
+	}
 }

@@ -276,7 +276,11 @@ func (l *Lock) attemptFailed(err error, want int, set time.Duration, queued bool
 // The handle as the engine's contender (engine.go).
 
 func (l *Lock) waitSpec() waitSpec {
-	return waitSpec{channel: l.p.waitChannel(l.field), mode: l.p.mode, spinFirst: l.p.spinFirst, spinMax: l.p.spinMax}
+	w := waitSpec{channel: l.p.waitChannel(l.field), mode: l.p.mode, spinFirst: l.p.spinFirst, spinMax: l.p.spinMax}
+	if l.p.watchKey {
+		w.watch = l.name
+	}
+	return w
 }
 func (l *Lock) timer(ttl time.Duration) (floor, ceil time.Duration) { return l.p.timer(ttl) }
 func (l *Lock) enter()                                              { l.h.enter() }

@@ -117,7 +117,8 @@ type Options struct {
 	// it) ends its Context with ErrLockLost within milliseconds (see
 	// docs/GUIDE.md, Losing a lock). Without it a loss is noticed at the
 	// next renewal (WatchdogLease/3 later; for a fixed lease, when it runs
-	// out). Default false.
+	// out), and a waiting reader sees a downgrade that publishes nothing
+	// (Redisson's) only at its fallback timer. Default false.
 	NoHoldTracking bool
 
 	// ClientID is the client id C of the owner fields C:H. Default: a random

@@ -29,6 +29,10 @@ type protocol struct {
 	// mode is how a release message wakes this kind's waiters of a
 	// client: one per message, or all of them (the read lock's).
 	mode wake.Mode
+	// watchKey: every change of the lock's key wakes the waiters too,
+	// through the hold tracker (the read lock's: a downgrade by another
+	// client may publish nothing; see holdwatch.go).
+	watchKey bool
 	// floor and ceil bound the fallback timer of a waiter told to wait;
 	// zeroFloor replaces floor when told "wait 0" (1ms).
 	floor, zeroFloor, ceil time.Duration

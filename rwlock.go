@@ -76,7 +76,9 @@ func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 // every message wakes every reader of the client (WakeShared), as
 // Redisson's readers all wake on it, and a reader that gets in wakes the
 // others: its acquisition publishes nothing, and what let it in (a
-// Redisson downgrade, which publishes nothing, among them) lets them in.
+// Redisson downgrade, which publishes nothing, among them) lets them in;
+// and every change of the hash wakes them through the hold tracker
+// (watchKey), so that the first of them finds such a downgrade at once.
 // A reader's holds are counted in its owner field and renewed with their
 // timeout keys (lua/rwlock_read_renew.lua, Redisson 4.x's renewal: its
 // own holds only); a writer's are counted in C:H:write and renewed as the
@@ -88,6 +90,7 @@ func (c *Client) rwProtocol(k Kind, calls lockCalls, ch string, mode wake.Mode, 
 		kind:        k,
 		channel:     ch,
 		mode:        mode,
+		watchKey:    k == KindRead,
 		floor:       time.Millisecond,
 		ceil:        c.cfg.MaxWaitTimer,
 		countSuffix: count,

@@ -19,6 +19,11 @@
 // that lost the keys is seen when the server answers again); MOVED and
 // ASK replies move the watches to the node they name.
 //
+// A change watch (WatchChange) has no loss semantics: it only wants to
+// hear of every change of its key, and its callback runs after each check
+// that follows one (the reply is not read), so that a waiter may try again
+// on a change that nobody announced.
+//
 // The package knows nothing of locks: a target is a key, a field and a
 // spec.
 package track
@@ -125,9 +130,10 @@ func New(d Dialer, cfg Config) *Tracker {
 
 // Watch is one watched hold.
 type Watch struct {
-	t      *Tracker
-	target Target
-	lost   func(Loss)
+	t       *Tracker
+	target  Target
+	lost    func(Loss)
+	changed func() // a change watch's callback (lost is nil)
 
 	// under t.mu
 	n        *node
@@ -144,7 +150,24 @@ type Watch struct {
 // key's node is found on a goroutine of the tracker, since Addr may ask
 // Redis.
 func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
-	w := &Watch{t: t, target: target, lost: lost}
+	return t.add(&Watch{t: t, target: target, lost: lost})
+}
+
+// WatchChange starts watching target's key for any change (a write, a
+// delete, an expiry, an eviction, a flush): changed is called on a
+// goroutine of the tracker after every check of the key, which follows
+// each change announced, the first placement of the watch (a change
+// before the key was tracked went unannounced) and every reconnect, until
+// Stop. Its check's reply is not read: the watch reports no loss and
+// follows no lease. It returns nil after Close.
+func (t *Tracker) WatchChange(target Target, changed func()) *Watch {
+	return t.add(&Watch{t: t, target: target, changed: changed})
+}
+
+// add places w (on a goroutine of the tracker on a cluster) and queues
+// its first check.
+func (t *Tracker) add(w *Watch) *Watch {
+	target := w.target
 	var addr string
 	var err error
 	if t.cfg.Slot == nil {
@@ -165,8 +188,8 @@ func (t *Tracker) Watch(target Target, lost func(Loss)) *Watch {
 	return w
 }
 
-// Stop ends the watch: lost is not called after it returns, unless it is
-// running.
+// Stop ends the watch: lost (or changed) is not called after it returns,
+// unless it is running.
 func (w *Watch) Stop() {
 	if w == nil {
 		return
@@ -243,8 +266,8 @@ func (w *Watch) due() {
 	}
 }
 
-// Counts returns the number of watches and of tracking connections
-// (none after Close).
+// Counts returns the number of watches (change watches aside) and of
+// tracking connections (none after Close).
 func (t *Tracker) Counts() (watches, conns int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -253,7 +276,11 @@ func (t *Tracker) Counts() (watches, conns int) {
 	}
 	for _, n := range t.nodes {
 		for _, ws := range n.watches {
-			watches += len(ws)
+			for _, w := range ws {
+				if w.changed == nil {
+					watches++
+				}
+			}
 		}
 		if n.conn != nil {
 			conns++
@@ -645,10 +672,14 @@ func (n *node) read(conn net.Conn, r *bufio.Reader) {
 		} else {
 			_ = conn.SetReadDeadline(time.Now().Add(t.cfg.Timeout))
 		}
-		lost := n.replied(s, v)
+		calls := n.replied(s, v)
 		t.mu.Unlock()
-		for _, l := range lost {
-			l.w.lost(l.how)
+		for _, c := range calls {
+			if c.w.changed != nil {
+				c.w.changed()
+			} else {
+				c.w.lost(c.how)
+			}
 		}
 	}
 }
@@ -681,19 +712,20 @@ func (n *node) push(v value) {
 	}
 }
 
-type loss struct {
+// callback is a watch's callback due: a loss, or a change watch's check.
+type callback struct {
 	w   *Watch
 	how Loss
 }
 
-// replied handles the reply v of s. t.mu is held; it returns the losses
-// to report once it is released.
-func (n *node) replied(s sent, v value) []loss {
+// replied handles the reply v of s. t.mu is held; it returns the
+// callbacks to call once it is released.
+func (n *node) replied(s sent, v value) []callback {
 	if s.check == nil || n.t.closed {
 		return nil
 	}
 	t := n.t
-	var lost []loss
+	var calls []callback
 	live := s.check[:0:0]
 	for _, w := range s.check {
 		w.inflight = false
@@ -730,13 +762,17 @@ func (n *node) replied(s sent, v value) []loss {
 		if w.stopped || w.n != n {
 			continue
 		}
+		if w.changed != nil {
+			calls = append(calls, callback{w: w}) // the key is tracked again
+			continue
+		}
 		switch left := v.elems[i].int; {
 		case left == -3:
 			w.stopLocked()
-			lost = append(lost, loss{w, Overwritten})
+			calls = append(calls, callback{w, Overwritten})
 		case left == -2:
 			w.stopLocked()
-			lost = append(lost, loss{w, Gone})
+			calls = append(calls, callback{w, Gone})
 		case left == -1:
 			if w.timer != nil {
 				w.timer.Stop()
@@ -750,5 +786,5 @@ func (n *node) replied(s sent, v value) []loss {
 			}
 		}
 	}
-	return lost
+	return calls
 }

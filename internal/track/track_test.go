@@ -244,3 +244,47 @@ func TestWatch_moved(t *testing.T) {
 		t.Errorf("%d connections: the keys never moved to their primaries", conns)
 	}
 }
+
+// A change watch calls back after its first check and after every change
+// of its key, a delete among them (it reports no loss and goes on), and
+// not after Stop.
+func TestWatchChange(t *testing.T) {
+	s, rdb := server(t)
+	ctx := context.Background()
+	tr := newTracker(t, s.Addr())
+	changed := make(chan struct{}, 16)
+	w := tr.WatchChange(track.Target{Spec: check, Key: "k", Field: "mode"}, func() { changed <- struct{}{} })
+	want := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no call in 10s", what)
+		}
+	}
+	want("first check") // the key is tracked from here
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"hset", func() { rdb.HSet(ctx, "k", "mode", "write") }},
+		{"mode turned", func() { rdb.HSet(ctx, "k", "mode", "read") }},
+		{"pexpire", func() { rdb.PExpire(ctx, "k", time.Minute) }},
+		{"del", func() { rdb.Del(ctx, "k") }},
+		{"hset after del", func() { rdb.HSet(ctx, "k", "mode", "write") }},
+	} {
+		c.change()
+		want(c.name)
+	}
+	if n, _ := tr.Counts(); n != 0 {
+		t.Errorf("Counts: %d watches, want 0 (change watches aside)", n)
+	}
+	w.Stop()
+	rdb.HSet(ctx, "k", "mode", "read")
+	barrier(t, tr) // the push of that change was handled
+	select {
+	case <-changed:
+		t.Fatal("called after Stop")
+	default:
+	}
+}

@@ -30,6 +30,9 @@
 //     after Config.Linger when it got the lock.
 //   - Watchers (held locks listening for a force release) hear every
 //     message and every resubscription of their channel.
+//   - Wake wakes a channel's waiters as a message would, for a change
+//     seen on the key itself that nobody published (its watchers are not
+//     told).
 package wake
 
 import (
@@ -540,8 +543,17 @@ func (e events) Resubscribed(channel string) {
 	}
 }
 
-func (e events) Message(channel string) {
-	h := e.h
+func (e events) Message(channel string) { e.h.deliver(channel, true) }
+
+// Wake wakes the waiters of channel as a message on it would, for a
+// change that nobody published (seen on the key itself); the watchers,
+// which listen for a release, are not told. A channel the hub does not
+// subscribe is left alone.
+func (h *Hub) Wake(channel string) { h.deliver(channel, false) }
+
+// deliver wakes the waiters a message on channel wakes (and its watchers,
+// when asked), or keeps the message for the next waiter.
+func (h *Hub) deliver(channel string, watchers bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cs := h.chans[channel]
@@ -552,7 +564,9 @@ func (e events) Message(channel string) {
 	if !cs.wakeMessage() && len(cs.waiters) == 0 {
 		cs.pending = true
 	}
-	cs.notifyAll()
+	if watchers {
+		cs.notifyAll()
+	}
 }
 
 // wakeMessage wakes the waiters a message wakes: every WakeAll and

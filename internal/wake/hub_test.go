@@ -639,6 +639,36 @@ func TestHub_Watch(t *testing.T) {
 	}
 }
 
+// TestHub_Wake: Wake wakes the waiters as a message does (every shared
+// waiter, one WakeOne waiter) and tells no watcher; on a channel the hub
+// does not subscribe it does nothing.
+func TestHub_Wake(t *testing.T) {
+	h, ft, _ := newTestHub(t, wake.Config{})
+	one := []*wake.Waiter{firstWaiter(t, h, ft, ch)}
+	one = append(one, moreWaiters(t, h, ch, 1)...)
+	var shared []*wake.Waiter
+	for range 2 {
+		w, _, err := h.Subscribe(context.Background(), ch, wake.WakeShared, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = append(shared, w)
+	}
+	var notified atomic.Int32
+	watch := h.Watch(ch, func() { notified.Add(1) })
+	defer watch.Stop()
+	h.Wake(ch)
+	wantWoken(t, "WakeShared waiters", shared, true, true)
+	wantWoken(t, "WakeOne waiters", one, true, false)
+	if n := notified.Load(); n != 0 {
+		t.Errorf("the watcher was notified %d times, want 0", n)
+	}
+	h.Wake("other")
+	if got := ft.ops(); !slices.Equal(got, []string{"sub " + ch}) {
+		t.Errorf("transport ops = %q, want Wake to subscribe nothing", got)
+	}
+}
+
 // TestBoth: a channel is subscribed on both transports and confirmed when
 // both confirmed it; a message or a resubscription on either reaches the
 // hub; the counts add up; an unsubscription goes to both.

@@ -6,7 +6,9 @@ package family
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,7 @@ func TestReadWriteLock(t *testing.T) {
 		{Name: "wakeup", Run: rwWakeup},
 		{Name: "readersOfOneClient", Run: rwReadersOfOneClient},
 		{Name: "silentDowngrade", Run: rwSilentDowngrade},
+		{Name: "trackedDowngrade", Run: rwTrackedDowngrade},
 		{Name: "watchdog", Run: rwWatchdog},
 		{Name: "leaseHandover", Run: rwLeaseHandover},
 		{Name: "overlap", Run: rwAPIOverlap},
@@ -89,7 +92,7 @@ func rwShareAndExclude(t *testing.T, b backends.Backend, rdb redis.UniversalClie
 // writer, are woken by the release message within wakeBound (the fallback
 // timer would be 10 s).
 func rwWakeup(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
-	c := backends.NewClient(t, rdb, lualock.Options{})
+	c := backends.NewClient(t, rdb, lualock.Options{NoHoldTracking: true}) // the message wakes, not the tracker
 	ctx := context.Background()
 	for _, holderWrites := range []bool{false, true} {
 		name := backends.UniqueName(t)
@@ -306,14 +309,15 @@ func (h *readAttempts) count(key string) int {
 // get in on the writer's one release message, and waiting writers are
 // still woken one per message. MaxWaitTimer is an hour and the holders'
 // leases are the watchdog's 30 s, beyond the waits: only a message can
-// wake a waiter, so a reader that got in was woken by the release (before
+// wake a waiter (the hold tracker, which would wake the readers at the
+// key's change, is off), so a reader that got in was woken by the release (before
 // the read lock woke every reader, one reader got in per message and the
 // others slept until their fallback timer).
 func rwReadersOfOneClient(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const readers = 4
 	attempts := &readAttempts{n: map[string]int{}}
 	hooked := backends.Hooked(t, rdb, attempts)
-	c := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour})
+	c := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour, NoHoldTracking: true})
 	ctx := context.Background()
 	name := backends.UniqueName(t)
 	writer := c.NewReadWriteLock(name).WriteLock()
@@ -400,14 +404,15 @@ return redis.call('hset', KEYS[1], 'mode', 'read')`)
 )
 
 // rwSilentDowngrade: readers of one client wait behind a foreign writer
-// that downgrades without a message (Redisson's way). One reader finds it
+// that downgrades without a message (Redisson's way), with no hold
+// tracker to tell them (rwTrackedDowngrade has it). One reader finds it
 // at its fallback timer (MaxWaitTimer, 1 s) and the others follow it at
 // once, as what let one reader in lets them all in: all are in within one
 // timer period of the first (the channel's timer, re-armed after it
 // fired, cannot wake the next reader sooner than a period later).
 func rwSilentDowngrade(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const readers, period = 4, time.Second
-	c := backends.NewClient(t, rdb, lualock.Options{MaxWaitTimer: period})
+	c := backends.NewClient(t, rdb, lualock.Options{MaxWaitTimer: period, NoHoldTracking: true})
 	ctx := context.Background()
 	name := backends.UniqueName(t)
 	if err := foreignWriter.Run(ctx, rdb, []string{name}, "java:1").Err(); err != nil {
@@ -447,4 +452,158 @@ func rwSilentDowngrade(t *testing.T, b backends.Backend, rdb redis.UniversalClie
 		ok(t, "reader unlock", r.Unlock(ctx))
 	}
 	rdb.Del(ctx, name, "{"+name+"}:java:1:rwlock_timeout:1")
+}
+
+// rwTrackedDowngrade: readers of one client wait behind a foreign writer
+// whose fallback timers cannot fire within their wait (MaxWaitTimer 1 h;
+// the writer's lease, 30 s, outlasts the readers' 20 s TryLock). The
+// writer downgrades without a message; the hold tracker hears the hash
+// change and wakes them: every one gets in. Causality, not timing: before
+// the downgrade every reader is asleep, having made an attempt after a
+// change of the hash that the tracker announced (a probe field written
+// once all were registered), so any later attempt of theirs is a wake-up's;
+// and a reader of a client without the tracker, asleep beside them, is
+// still waiting when they are all in: no message nor timer woke anyone.
+func rwTrackedDowngrade(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	if b.Mini() {
+		t.Skip("miniredis has no client-side caching (CLIENT TRACKING): the fallback timer is the bound there")
+	}
+	const readers = 3
+	attempts := &sleepProbe{}
+	hooked := backends.Hooked(t, rdb, attempts)
+	c := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour, ClientID: "tracked"})
+	blind := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour, NoHoldTracking: true, ClientID: "blind"})
+	ctx := context.Background()
+	name := backends.UniqueName(t)
+	timeout := "{" + name + "}:java:1:rwlock_timeout:1"
+	t.Cleanup(func() { rdb.Del(context.Background(), name, timeout) })
+	if err := foreignWriter.Run(ctx, rdb, []string{name}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		at  time.Time
+		err error
+	}
+	in := make(chan entry, readers)
+	for range readers {
+		r := c.NewReadWriteLock(name).ReadLock()
+		backends.UnlockLater(t, r)
+		go func() {
+			err := r.TryLock(ctx, 20*time.Second)
+			in <- entry{time.Now(), err}
+		}()
+	}
+	bctx, stopBlind := context.WithCancel(ctx)
+	blindDone := make(chan error, 1)
+	go func() { blindDone <- blind.NewReadWriteLock(name).ReadLock().TryLock(bctx, 20*time.Second) }()
+	defer func() {
+		stopBlind()
+		if err := <-blindDone; err == nil {
+			t.Error("the reader without a tracker got in: want it cancelled while waiting")
+		}
+	}()
+	backends.WaitFor(t, "every reader waiting", 10*time.Second, func() bool {
+		return c.Stats().Waiters == readers && blind.Stats().Waiters == 1
+	})
+	// Each registered reader makes at most one attempt of its own (the
+	// retry of a fresh subscription) before it sleeps; the probe's wake-up
+	// makes it attempt after the probe, and from then on it attempts only
+	// when woken. The blind reader's subscription is fresh: its second
+	// attempt is its last before it sleeps.
+	attempts.probed.Store(true)
+	if err := rdb.HSet(ctx, name, "probe", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	backends.WaitFor(t, "every reader asleep", 10*time.Second, func() bool {
+		return attempts.asleep("tracked:", readers, true) && attempts.asleep("blind:", 1, false)
+	})
+	down := time.Now()
+	if err := foreignDowngrade.Run(ctx, rdb, []string{name, timeout}, "java:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Duration
+	for i := range readers {
+		e := <-in
+		ok(t, "reader", e.err)
+		d := e.at.Sub(down)
+		if i == 0 {
+			first = d
+		}
+		last = d
+	}
+	if blind.Stats().Waiters != 1 || attempts.after("blind:") != 2 {
+		t.Errorf("the reader without a tracker is no longer asleep: something other than the tracker let the readers in")
+	}
+	t.Logf("%d readers in after a silent downgrade: the first %v after it, the last %v", readers, first, last)
+}
+
+// sleepProbe counts the read lock's acquire calls by owner field: all of
+// them, those begun after probed was set, and those in flight.
+type sleepProbe struct {
+	backends.PassHook
+	probed   atomic.Bool
+	mu       sync.Mutex
+	total    map[string]int
+	since    map[string]int
+	inflight int
+}
+
+// ProcessHook counts the read lock's acquire calls.
+func (h *sleepProbe) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 7 || fmt.Sprint(args[0]) != "evalsha" || args[1] != generated.RwlockReadAcquireSHA1 {
+			return next(ctx, cmd)
+		}
+		field, probed := fmt.Sprint(args[6]), h.probed.Load() // KEYS: 2, ARGV[2]
+		h.mu.Lock()
+		h.inflight++
+		h.mu.Unlock()
+		err := next(ctx, cmd)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.inflight--
+		if h.total == nil {
+			h.total, h.since = map[string]int{}, map[string]int{}
+		}
+		if err == nil {
+			h.total[field]++
+			if probed {
+				h.since[field]++
+			}
+		}
+		return err
+	}
+}
+
+// asleep reports whether no call is in flight and the n owners whose
+// field starts with prefix have each made a call after the probe (when
+// probe) or two calls (the first attempt and a fresh subscription's).
+func (h *sleepProbe) asleep(prefix string, n int, probe bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight > 0 {
+		return false
+	}
+	got := 0
+	for f, k := range h.total {
+		if strings.HasPrefix(f, prefix) && ((probe && h.since[f] > 0) || (!probe && k >= 2)) {
+			got++
+		}
+	}
+	return got == n
+}
+
+// after returns how many calls the owners whose field starts with prefix
+// made in all.
+func (h *sleepProbe) after(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for f, k := range h.total {
+		if strings.HasPrefix(f, prefix) {
+			n += k
+		}
+	}
+	return n
 }

@@ -61,6 +61,7 @@ func TestRedissonFamily(t *testing.T) {
 				t.Run("spin/handover", s.spinHandover)
 				t.Run("api/rwlock", s.apiRWLock)
 				t.Run("api/readersOfOneClient", s.apiReadersOfOneClient)
+				t.Run("api/javaDowngrade", s.apiJavaDowngrade)
 				t.Run("api/spin", s.apiSpin)
 				if j.atLeast(3, 19) {
 					t.Run("api/fenced", s.apiFenced)
@@ -977,12 +978,13 @@ func (s *famSuite) apiRWLock(t *testing.T) {
 // apiReadersOfOneClient: several readers of one lualock client wait
 // behind a writer, Go's and then Redisson's; one release message lets
 // every one of them in. MaxWaitTimer is an hour and the writers' leases
-// are long (famLease, the Go watchdog's): only a message can wake a
-// reader within its wait, so a reader in was woken by the release.
+// are long (famLease, the Go watchdog's) and the hold tracker (which
+// would wake the readers at the key's change) is off: only a message can
+// wake a reader within its wait, so a reader in was woken by the release.
 func (s *famSuite) apiReadersOfOneClient(t *testing.T) {
 	const readers = 4
 	ctx := context.Background()
-	o := lualock.Options{WatchdogLease: 30 * time.Second, MaxWaitTimer: time.Hour}
+	o := lualock.Options{WatchdogLease: 30 * time.Second, MaxWaitTimer: time.Hour, NoHoldTracking: true}
 	if s.b.cluster && !s.j.atLeast(3, 22) {
 		o.PubSub = lualock.PubSubBoth
 	}
@@ -1041,6 +1043,77 @@ func (s *famSuite) apiReadersOfOneClient(t *testing.T) {
 			}
 		}
 	}
+}
+
+// apiJavaDowngrade: readers of one lualock client wait behind Redisson's
+// writer, which downgrades (read lock under its write lock, then the
+// write lock's unlock): Redisson publishes nothing, and the hold tracker,
+// which wakes them at every change of the hash, lets every one in.
+// MaxWaitTimer is an hour and the writer's lease (famLease) outlasts the
+// readers' wait: no fallback timer fires. A reader of a client without
+// the tracker, waiting beside them, is still waiting when they are all in:
+// no message woke anyone.
+func (s *famSuite) apiJavaDowngrade(t *testing.T) {
+	const readers = 3
+	ctx := context.Background()
+	o := lualock.Options{WatchdogLease: 30 * time.Second, MaxWaitTimer: time.Hour}
+	if s.b.cluster && !s.j.atLeast(3, 22) {
+		o.PubSub = lualock.PubSubBoth
+	}
+	c := newClient(t, s.b.rdb, o)
+	o.NoHoldTracking = true
+	blind := newClient(t, s.b.rdb, o)
+	name := uniqueName(t) + "-jd"
+	s.ag.do(t, "jd1", "lock", name, "rw", famLease)
+	type in struct {
+		at  time.Time
+		err error
+	}
+	res := make(chan in, readers)
+	rs := make([]*lualock.Lock, readers)
+	for i := range rs {
+		rs[i] = c.NewReadWriteLock(name).ReadLock()
+		go func() {
+			err := rs[i].TryLock(ctx, 20*time.Second)
+			res <- in{time.Now(), err}
+		}()
+	}
+	bctx, stopBlind := context.WithCancel(ctx)
+	blindDone := make(chan error, 1)
+	go func() { blindDone <- blind.NewReadWriteLock(name).ReadLock().TryLock(bctx, 20*time.Second) }()
+	waitUntil(t, 10*time.Second, "every reader waiting", func() bool {
+		return c.Stats().Waiters == readers && blind.Stats().Waiters == 1
+	})
+	time.Sleep(50 * time.Millisecond) // let each reader reach its sleep
+	s.ag.do(t, "jd1", "lock", name, "rr", famLease)
+	down := s.ag.do(t, "jd1", "unlock", name, "rw").t0 // the unlock's call began (its reply may come after the readers are in)
+	var first, last time.Duration
+	for i := range readers {
+		r := <-res
+		if r.err != nil {
+			t.Fatalf("reader: %v", r.err)
+		}
+		d := r.at.Sub(down)
+		if i == 0 {
+			first = d
+		}
+		last = d
+	}
+	stillWaiting := blind.Stats().Waiters == 1
+	stopBlind()
+	if err := <-blindDone; err == nil || !stillWaiting {
+		t.Errorf("the reader without a tracker got in (%v): something other than the tracker woke the readers", err)
+	}
+	t.Logf("%d readers of one client in after Redisson's downgrade: the first %v after the unlock began, the last %v", readers, first.Round(10*time.Microsecond), last.Round(10*time.Microsecond))
+	if last > wakeBound {
+		t.Errorf("the last reader got in %v after the downgrade, want within %v", last, wakeBound)
+	}
+	for _, r := range rs {
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.ag.do(t, "jd1", "unlock", name, "rr")
 }
 
 // apiFenced: lualock's FencedLock and Redisson's share one token counter.
