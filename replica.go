@@ -106,9 +106,10 @@ type replicaAck struct {
 
 // nodeReplicas is one primary's replica count.
 type nodeReplicas struct {
-	c  *redis.Client // the primary's client
-	n  atomic.Int64  // the replicas to wait for (see store)
-	at atomic.Int64  // unix ns of the last read; 0: never read
+	c     *redis.Client // the primary's client
+	n     atomic.Int64  // the replicas to wait for (see store)
+	at    atomic.Int64  // unix ns of the last read; 0: never read
+	first sync.Once     // the first read (see replicaAck.first)
 
 	// Under replicaAck.mu: the replication history the count keeps.
 	replid string    // the primary's replication id at the last read
@@ -223,6 +224,9 @@ func (r *replicaAck) conn(ctx context.Context, keys []string) *redis.Conn {
 		return nil // the call itself meets the error
 	}
 	nr := r.node(addr, node)
+	if nr.at.Load() == 0 {
+		nr.first.Do(func() { r.first(ctx, nr) })
+	}
 	if at := nr.at.Load(); at != 0 && time.Since(time.Unix(0, at)) <= replicaTrust {
 		if p.n = nr.n.Load(); p.n <= 0 {
 			return nil
@@ -251,6 +255,23 @@ func (r *replicaAck) conn(ctx context.Context, keys []string) *redis.Conn {
 		return nil
 	}
 	return p.conn
+}
+
+// first reads the count of a primary never read, once, on its client's
+// pool, while the other attempts on it wait: then they need no read of
+// their own (nor, when it has no replica, a pinned connection), and no
+// two connections pinned at once are the first to set up go-redis's
+// handshake, which writes the options they share (docs/GUIDE.md,
+// Failover). A failed read leaves it to each attempt, as a count no
+// longer trusted.
+func (r *replicaAck) first(ctx context.Context, nr *nodeReplicas) {
+	n, replid, err := readReplicas(ctx, nr.c)
+	switch {
+	case err != nil && isRedisError(err):
+		r.store(nr, 0, "") // INFO replication refused (an emulator): no replicas
+	case err == nil:
+		r.store(nr, n, replid)
+	}
 }
 
 // primary returns the client of the primary that serves key, and its
@@ -300,6 +321,10 @@ func (r *replicaAck) refresh() {
 			r.refreshCluster(ctx, cc)
 		} else {
 			nr := r.node("", r.c.rdb.(*redis.Client))
+			if r.emulated(nr) {
+				cancel()
+				continue
+			}
 			if n, replid, err := readReplicas(ctx, nr.c); err == nil {
 				r.store(nr, n, replid)
 			}
@@ -321,6 +346,9 @@ func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient
 		masters[addr] = true
 		mu.Unlock()
 		nr := r.node(addr, m)
+		if r.emulated(nr) {
+			return nil
+		}
 		if n, replid, err := readReplicas(ctx, m); err == nil {
 			r.store(nr, n, replid)
 		}
@@ -336,6 +364,16 @@ func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient
 		}
 	}
 	r.mu.Unlock()
+}
+
+// emulated reports whether a read found that the primary has no
+// replication at all (no replication id: an emulator such as miniredis,
+// which refuses INFO replication or has no such section): it never gets
+// replicas, so the refresher reads it no more.
+func (r *replicaAck) emulated(nr *nodeReplicas) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return nr.at.Load() != 0 && nr.replid == ""
 }
 
 // store records a primary's count just read (n connected replicas under
