@@ -215,7 +215,12 @@ func (t *Tracker) add(w *Watch, target Target, tag uint64, lost func(uint64, Los
 	if w.t != nil && !w.stopped {
 		panic("track: Add of a live watch")
 	}
-	w.t, w.target, w.tag, w.lost, w.changed = t, target, tag, lost, changed
+	if w.t == nil {
+		// Written once: a timer of an earlier add (due) reads w.t before
+		// it takes t.mu, so a reused watch must not have it written again.
+		w.t = t
+	}
+	w.target, w.tag, w.lost, w.changed = target, tag, lost, changed
 	w.inc++
 	w.stopped, w.inflight = false, false // a check in flight is the earlier add's
 	switch {
