@@ -17,7 +17,9 @@ import (
 // path of a developer's machine, a file beside the clone rather than in it,
 // and a reference to an issue tracker by number (say what the code does
 // and why instead).
-var notStandalone = regexp.MustCompile(`/work/|/home/|/Users/|[A-Za-z]:\\Users\\|\.\./shared\b|\b[Ii]ssues? #?[0-9]+`)
+// The pattern is built from character classes so that this file does not
+// itself contain what it rejects (other checkers grep for the same text).
+var notStandalone = regexp.MustCompile(`/[w]ork/|/[h]ome/|/[U]sers/|[A-Za-z]:\\Users\\|\.\./[s]hared\b|\b[Ii]ssues? #?[0-9]+`)
 
 // TestRepository_standsAlone fails on a machine path, a reference outside
 // the repository or an "issue N" reference in the Go and Lua comments and
