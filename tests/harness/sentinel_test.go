@@ -46,8 +46,15 @@ func TestSentinel_failover(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("failover %d: %s -> %s in %v", i, old.Addr(), promoted.Addr(), time.Since(start))
-		if old != prev || promoted == old {
-			t.Fatalf("failover %d: %s -> %s, want away from %s", i, old.Addr(), promoted.Addr(), prev.Addr())
+		if promoted == old {
+			t.Fatalf("failover %d: %s -> %s, want away from the crashed primary", i, old.Addr(), promoted.Addr())
+		}
+		if old != prev {
+			// Not the harness's doing: with down-after 1s, a loaded
+			// machine can delay a primary's replies long enough for the
+			// Sentinels to fail over on their own (seen once, right after
+			// a rejoin). Failover crashed the primary of that moment.
+			t.Logf("failover %d: the Sentinels had moved the primary from %s to %s on their own", i, prev.Addr(), old.Addr())
 		}
 		prev = promoted
 		if v, err := rdb.Get(ctx, "kept").Int(); err != nil || v != i {
