@@ -546,14 +546,39 @@ func (s *famSuite) rwTimeouts(t *testing.T) {
 		generated.RwlockReadAcquireArgs{LeaseMS: short, Field: g.field, Holds: 1}); err != nil || v != 0 {
 		t.Fatalf("Go read (lease %d ms) = %d, %v", short, v, err)
 	}
-	for end := time.Now().Add(3 * short * time.Millisecond); time.Now().Before(end); time.Sleep(short / 4 * time.Millisecond) {
+	// Renewed every quarter lease until its release, the Java call in
+	// between included (which may take longer than a lease on a loaded
+	// machine).
+	renew := func() error {
 		got, err := generated.RwlockReadRenew(ctx, rdb, generated.RwlockReadRenewKeys{Keys: []string{n.name, n.prefix}},
 			generated.RwlockReadRenewArgs{LeaseMS: short, Fields: []string{g.field}})
 		if err != nil || len(got) != 1 || got[0] != 1 {
-			t.Fatalf("renew = %v, %v; want [1]", got, err)
+			return fmt.Errorf("renew = %v, %v; want [1]", got, err)
 		}
+		return nil
 	}
+	stop, renewed := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var err error
+		tick := time.NewTicker(short / 4 * time.Millisecond)
+		defer tick.Stop()
+		for err == nil {
+			select {
+			case <-stop:
+				renewed <- renew() // the release follows at once
+				return
+			case <-tick.C:
+				err = renew()
+			}
+		}
+		renewed <- err
+	}()
+	time.Sleep(3 * short * time.Millisecond) // three leases, renewed
 	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock beside a renewed Go reader", "false")
+	close(stop)
+	if err := <-renewed; err != nil {
+		t.Fatal(err)
+	}
 	wantReleased(t, "Go read release", 1)(g.readRelease(ctx, 1))
 	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock after the Go reader left", "true")
 	s.ag.do(t, "jt", "unlock", n.name, "rw")
