@@ -78,7 +78,7 @@ func TestRedisson(t *testing.T) {
 // shared counter, which ends at the number of holds only if no two holds
 // overlapped.
 func (s *suite) exclusion(t *testing.T, fair bool) {
-	const perOwner = 40
+	const perOwner = exclusionHolds
 	ctx := context.Background()
 	rdb := s.b.rdb
 	name := uniqueName(t)

@@ -1,0 +1,246 @@
+package interop
+
+// Redisson and lualock on one Sentinel deployment (a primary, a replica,
+// three Sentinels: harness.StartSentinel). Redisson is configured through
+// the Sentinels, so it knows the replica and sends a WAIT of its own after
+// each lock script (Config.checkLockSyncedSlaves, its default); lualock
+// runs on a go-redis failover client with its default replica
+// acknowledgement (one replica). Both wait on the same names: the tests
+// count the primary's WAIT commands (INFO commandstats) around each
+// side's acquisitions, and check that the two kinds of holder still
+// exclude each other.
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// TestRedissonSentinel runs, for each jar of LUALOCK_REDISSON_JARS, the
+// acknowledgement count and the exclusion scenarios on one Sentinel
+// deployment.
+func TestRedissonSentinel(t *testing.T) {
+	jars := redissonJars(t)
+	d := harness.StartSentinel(t, harness.SentinelOptions{})
+	ctx := context.Background()
+	rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
+	t.Cleanup(func() { _ = rdb.Close() })
+	primary, err := d.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The primary's own address, not its proxy's: the statistics reader
+	// is no client of the deployment.
+	stats := redis.NewClient(&redis.Options{Addr: primary.Server.Addr(), MaintNotificationsConfig: harness.NoMaintNotifications()})
+	t.Cleanup(func() { _ = stats.Close() })
+	w := &waitStats{t: t, rdb: stats}
+	for _, j := range jars {
+		t.Run(j.String(), func(t *testing.T) {
+			s := &suite{j: j, b: backend{name: "sentinel", rdb: rdb}}
+			start := time.Now()
+			s.ag = startSentinelAgent(t, j, javaWatchdog, d.Master(), d.SentinelAddrs())
+			t.Logf("agent ready in %v", time.Since(start))
+			for _, k := range []string{"r", "f", "rr", "rw"} {
+				t.Run("acks/"+k, func(t *testing.T) { s.acks(t, w, k) })
+			}
+			for _, fair := range []bool{false, true} {
+				k := "reentrant"
+				if fair {
+					k = "fair"
+				}
+				t.Run("exclusion/"+k, func(t *testing.T) {
+					before := w.read()
+					s.exclusion(t, fair)
+					w.atLeast(t, before, s.acquisitionWaits(2*exclusionHolds, 2*exclusionHolds), "the exclusion loops' acquisitions")
+				})
+				t.Run("reentry/"+k, func(t *testing.T) { s.reentry(t, fair) })
+			}
+			t.Run("exclusion/rwlock", func(t *testing.T) { s.rwExclusionAPI(t, w) })
+		})
+	}
+}
+
+// waitStats reads the primary's count of WAIT commands.
+type waitStats struct {
+	t   *testing.T
+	rdb *redis.Client
+}
+
+// waitCount is cmdstat_wait of INFO commandstats.
+type waitCount struct{ calls, failed, rejected int64 }
+
+func (w *waitStats) read() waitCount {
+	w.t.Helper()
+	info, err := w.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var c waitCount
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				c.calls = n
+			case "failed_calls":
+				c.failed = n
+			case "rejected_calls":
+				c.rejected = n
+			}
+		}
+	}
+	return c
+}
+
+// acquisitionWaits is the fewest WAIT commands that goHolds acquisitions
+// by lualock and javaHolds by Redisson send.
+func (s *suite) acquisitionWaits(goHolds, javaHolds int64) int64 {
+	if javaWaits(s.j) {
+		return goHolds + javaHolds
+	}
+	return goHolds
+}
+
+// atLeast checks that at least want WAIT commands ran since before, none
+// of them failed or rejected, and returns how many ran.
+func (w *waitStats) atLeast(t *testing.T, before waitCount, want int64, what string) int64 {
+	t.Helper()
+	now := w.read()
+	n := now.calls - before.calls
+	if n < want || now.failed != before.failed || now.rejected != before.rejected {
+		t.Errorf("%s: %d WAIT commands on the primary (%d failed, %d rejected), want at least %d and none failed", what,
+			n, now.failed-before.failed, now.rejected-before.rejected, want)
+	}
+	t.Logf("%s: %d WAIT commands on the primary for at least %d acquisitions", what, n, want)
+	return n
+}
+
+// count returns how many WAIT commands the primary ran during op, and
+// fails the test when one of them failed.
+func (w *waitStats) count(op func()) int64 {
+	w.t.Helper()
+	before := w.read()
+	op()
+	now := w.read()
+	if now.failed != before.failed || now.rejected != before.rejected {
+		w.t.Errorf("%d WAIT commands failed, %d rejected", now.failed-before.failed, now.rejected-before.rejected)
+	}
+	return now.calls - before.calls
+}
+
+// javaWaits reports whether Redisson j sends a WAIT of its own after each
+// lock script on a deployment with replicas: 4.7.0 does
+// (Config.checkLockSyncedSlaves, on by default), 3.16.8 has no such
+// setting and sends none (both measured by this suite).
+func javaWaits(j redissonJar) bool { return j.atLeast(4, 0) }
+
+// acks: each lualock acquisition of lock kind k (Redisson's agent kinds:
+// r, f, rr, rw), re-entries included, is followed by exactly one WAIT on
+// the primary and each release by none; each Redisson acquisition by at
+// least one (Redisson 4.x; none from 3.16). The two sides take turns on
+// one name, so that each one's WAIT follows writes of its own on a
+// primary the other writes to as well.
+func (s *suite) acks(t *testing.T, w *waitStats, k string) {
+	ctx := context.Background()
+	c := newClient(t, s.b.rdb, lualock.Options{})
+	name := uniqueName(t)
+	var l *lualock.Lock
+	switch k {
+	case "r":
+		l = c.NewLock(name)
+	case "f":
+		l = c.NewFairLock(name)
+	case "rr":
+		l = c.NewReadWriteLock(name).ReadLock()
+	case "rw":
+		l = c.NewReadWriteLock(name).WriteLock()
+	}
+	var javaLock, javaUnlock []int64
+	for round := range 3 {
+		for range 2 { // the lock, then a re-entry
+			n := w.count(func() { s.ag.do(t, "ack", "lock", name, k, 30000) })
+			if javaWaits(s.j) && n < 1 || !javaWaits(s.j) && n != 0 {
+				t.Errorf("round %d: Redisson's acquisition: %d WAIT commands on the primary, want %s", round, n, map[bool]string{true: "at least 1", false: "none"}[javaWaits(s.j)])
+			}
+			javaLock = append(javaLock, n)
+		}
+		if err := l.TryLock(ctx, 0); !errors.Is(err, lualock.ErrNotObtained) && k != "rr" {
+			t.Fatalf("round %d: lualock's TryLock while Redisson holds = %v, want ErrNotObtained", round, err)
+		} else if k == "rr" {
+			if err != nil {
+				t.Fatalf("round %d: lualock's read TryLock beside Redisson's read hold: %v", round, err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			javaUnlock = append(javaUnlock, w.count(func() { s.ag.do(t, "ack", "unlock", name, k) }))
+		}
+		for i := range 2 {
+			if n := w.count(func() {
+				if err := l.LockLease(ctx, 30*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 1 {
+				t.Errorf("round %d: lualock's acquisition %d: %d WAIT commands on the primary, want 1", round, i, n)
+			}
+		}
+		if r := s.ag.do(t, "ack2", "trylock", name, k, 0, 30000); r.val != "false" && k != "rr" {
+			t.Fatalf("round %d: Redisson's tryLock while lualock holds = %s, want false", round, r.val)
+		} else if k == "rr" {
+			s.ag.do(t, "ack2", "unlock", name, k)
+		}
+		for i := range 2 {
+			if n := w.count(func() {
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("round %d: lualock's release %d: %d WAIT commands on the primary, want none", round, i, n)
+			}
+		}
+	}
+	if n := s.b.rdb.Exists(ctx, name).Val(); n != 0 {
+		t.Errorf("%s left after every unlock", name)
+	}
+	t.Logf("WAIT commands after each of Redisson's acquisitions %v, releases %v; after each of lualock's: 1, releases: none", javaLock, javaUnlock)
+}
+
+// exclusionHolds is the holds of each owner in suite.exclusion.
+const exclusionHolds = 40
+
+// rwExclusionAPI: Redisson's reader and writer threads and lualock's read
+// and write locks (the library's API, which waits for the replica) take
+// one read-write lock many times at once (rwLoops); every acquisition is
+// followed by a WAIT.
+func (s *suite) rwExclusionAPI(t *testing.T, w *waitStats) {
+	const perOwner = 25
+	// A short watchdog lease: Redisson 3.16's reader and writer threads
+	// of one process share a wake-up per release, and the one left
+	// waiting sleeps until the Go hold's lease (PTTL) runs out.
+	c := newClient(t, s.b.rdb, lualock.Options{WatchdogLease: goWatchdog})
+	before := w.read()
+	name := uniqueName(t)
+	rwLoops(t, s.ag, s.b.rdb, name, perOwner, func(ctx context.Context, writer bool) (lock, unlock func() error) {
+		l := c.NewReadWriteLock(name).ReadLock()
+		if writer {
+			l = c.NewReadWriteLock(name).WriteLock()
+		}
+		return func() error { return l.Lock(ctx) }, func() error { return l.Unlock(ctx) }
+	})
+	w.atLeast(t, before, s.acquisitionWaits(3*perOwner, 3*perOwner), "the read-write loops' acquisitions")
+}
