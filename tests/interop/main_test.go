@@ -5,7 +5,8 @@
 // Redisson's forceUnlock reaching a Go holder. On a Sentinel deployment
 // (sentinel_test.go) both sides wait for the replica after their
 // acquisitions, Redisson with its own WAIT and lualock with its replica
-// acknowledgement, and still exclude each other. Redisson runs in a small Java
+// acknowledgement, still exclude each other, and keep their holds through
+// a failover. Redisson runs in a small Java
 // agent of this project's own (agent/Agent.java), compiled by the test
 // against the jars that LUALOCK_REDISSON_JARS names; without them the tests
 // skip loudly, or fail when LUALOCK_REQUIRE_REDISSON=1 (CI).
