@@ -11,16 +11,11 @@ import (
 	"time"
 )
 
-// command sends one command to addr over a fresh connection and returns the
-// decoded reply: string (simple or bulk), int64, nil, []any, or an error for
-// a RESP error reply. It deliberately avoids go-redis so that readiness
-// probes leave no pools or goroutines behind.
-func command(addr string, timeout time.Duration, args ...string) (any, error) {
-	return commandAuth(addr, "", timeout, args...)
-}
-
-// commandAuth is command on a server that requires password (AUTH first;
-// "" sends no AUTH).
+// commandAuth sends one command to addr over a fresh connection, after
+// AUTH password unless password is "", and returns the decoded reply:
+// string (simple or bulk), int64, nil, []any, or an error for a RESP error
+// reply. It deliberately avoids go-redis so that readiness probes leave no
+// pools or goroutines behind.
 func commandAuth(addr, password string, timeout time.Duration, args ...string) (any, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
