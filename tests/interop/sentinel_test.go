@@ -26,8 +26,9 @@ import (
 )
 
 // TestRedissonSentinel runs, for each jar of LUALOCK_REDISSON_JARS, the
-// acknowledgement count and the exclusion scenarios on one Sentinel
-// deployment, then the failover scenario with Redisson 4.x.
+// acknowledgement count, every scenario of TestRedisson (the lualock
+// command's through the Sentinels) and the read-write lock's exclusion on
+// one Sentinel deployment, then the failover scenario with Redisson 4.x.
 func TestRedissonSentinel(t *testing.T) {
 	jars := redissonJars(t)
 	d := harness.StartSentinel(t, harness.SentinelOptions{})
@@ -43,28 +44,23 @@ func TestRedissonSentinel(t *testing.T) {
 	stats := redis.NewClient(&redis.Options{Addr: primary.Server.Addr(), MaintNotificationsConfig: harness.NoMaintNotifications()})
 	t.Cleanup(func() { _ = stats.Close() })
 	w := &waitStats{t: t, rdb: stats}
+	cli := []string{"-sentinel", strings.Join(d.SentinelAddrs(), ","), "-master", d.Master()}
 	for _, j := range jars {
 		t.Run(j.String(), func(t *testing.T) {
-			s := &suite{j: j, b: backend{name: "sentinel", rdb: rdb}}
+			s := &suite{j: j, b: backend{name: "sentinel", rdb: rdb, cli: cli}, waits: w}
 			start := time.Now()
 			s.ag = startSentinelAgent(t, j, javaWatchdog, d.Master(), d.SentinelAddrs())
 			t.Logf("agent ready in %v", time.Since(start))
-			for _, k := range []string{"r", "f", "rr", "rw"} {
-				t.Run("acks/"+k, func(t *testing.T) { s.acks(t, w, k) })
+			kinds := []string{"r", "f", "rr", "rw", "s"}
+			if j.atLeast(3, 19) {
+				kinds = append(kinds, "fe")
 			}
-			for _, fair := range []bool{false, true} {
-				k := "reentrant"
-				if fair {
-					k = "fair"
-				}
-				t.Run("exclusion/"+k, func(t *testing.T) {
-					before := w.read()
-					s.exclusion(t, fair)
-					w.atLeast(t, before, s.acquisitionWaits(2*exclusionHolds, 2*exclusionHolds), "the exclusion loops' acquisitions")
-				})
-				t.Run("reentry/"+k, func(t *testing.T) { s.reentry(t, fair) })
+			for _, k := range kinds {
+				t.Run("acks/"+k, func(t *testing.T) { s.acks(t, k) })
 			}
-			t.Run("exclusion/rwlock", func(t *testing.T) { s.rwExclusionAPI(t, w) })
+			t.Run("acks/semaphore", s.semaphoreAcks)
+			s.scenarios(t)
+			t.Run("exclusion/rwlock", s.rwExclusionAPI)
 		})
 	}
 	// Last: the primary changes. Only with a Redisson that waits for the
@@ -72,7 +68,7 @@ func TestRedissonSentinel(t *testing.T) {
 	for _, j := range jars {
 		if javaWaits(j) {
 			t.Run(j.String()+"/failover", func(t *testing.T) {
-				s := &suite{j: j, b: backend{name: "sentinel", rdb: rdb}}
+				s := &suite{j: j, b: backend{name: "sentinel", rdb: rdb, cli: cli}}
 				s.ag = startSentinelAgent(t, j, failoverLease, d.Master(), d.SentinelAddrs())
 				s.failover(t, d)
 			})
@@ -248,12 +244,13 @@ func (w *waitStats) count(op func()) int64 {
 func javaWaits(j redissonJar) bool { return j.atLeast(4, 0) }
 
 // acks: each lualock acquisition of lock kind k (Redisson's agent kinds:
-// r, f, rr, rw), re-entries included, is followed by exactly one WAIT on
+// r, f, rr, rw, s, fe), re-entries included, is followed by exactly one WAIT on
 // the primary and each release by none; each Redisson acquisition by at
 // least one (Redisson 4.x; none from 3.16). The two sides take turns on
 // one name, so that each one's WAIT follows writes of its own on a
 // primary the other writes to as well.
-func (s *suite) acks(t *testing.T, w *waitStats, k string) {
+func (s *suite) acks(t *testing.T, k string) {
+	w := s.waits
 	ctx := context.Background()
 	c := newClient(t, s.b.rdb, lualock.Options{})
 	name := uniqueName(t)
@@ -267,6 +264,10 @@ func (s *suite) acks(t *testing.T, w *waitStats, k string) {
 		l = c.NewReadWriteLock(name).ReadLock()
 	case "rw":
 		l = c.NewReadWriteLock(name).WriteLock()
+	case "s":
+		l = c.NewSpinLock(name)
+	case "fe":
+		l = c.NewFencedLock(name).Handle()
 	}
 	var javaLock, javaUnlock []int64
 	for round := range 3 {
@@ -320,6 +321,51 @@ func (s *suite) acks(t *testing.T, w *waitStats, k string) {
 	t.Logf("WAIT commands after each of Redisson's acquisitions %v, releases %v; after each of lualock's: 1, releases: none", javaLock, javaUnlock)
 }
 
+// semaphoreAcks: each permit lualock takes from a semaphore Redisson set
+// up is followed by exactly one WAIT on the primary and each release by
+// none; a Redisson acquisition of the last permit then waits until
+// lualock gives one back. Redisson's own WAIT commands around its
+// semaphore calls are logged, not judged.
+func (s *suite) semaphoreAcks(t *testing.T) {
+	ctx := context.Background()
+	w := s.waits
+	c := newClient(t, s.b.rdb, lualock.Options{})
+	name := uniqueName(t)
+	if r := s.ag.do(t, "sa", "sem.tryset", name, 2); r.val != "true" {
+		t.Fatalf("Redisson trySetPermits = %s", r.val)
+	}
+	sem := c.NewSemaphore(name)
+	javaAcq := w.count(func() { s.ag.do(t, "sa", "sem.acquire", name, 1) })
+	for i := range 2 {
+		if i == 1 {
+			if err := sem.TryAcquire(ctx, 1, 0); !errors.Is(err, lualock.ErrNotObtained) {
+				t.Fatalf("lualock's TryAcquire with no permit left = %v, want ErrNotObtained", err)
+			}
+			s.ag.do(t, "sa", "sem.release", name, 1)
+		}
+		if n := w.count(func() {
+			if err := sem.Acquire(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 1 {
+			t.Errorf("lualock's acquisition %d: %d WAIT commands on the primary, want 1", i, n)
+		}
+	}
+	if r := s.ag.do(t, "sa", "sem.tryacquire", name, 1, 0); r.val != "false" {
+		t.Fatalf("Redisson tryAcquire with lualock holding both permits = %s, want false", r.val)
+	}
+	if n := w.count(func() {
+		if err := sem.Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("lualock's release: %d WAIT commands on the primary, want none", n)
+	}
+	javaAcq2 := w.count(func() { s.ag.do(t, "sa", "sem.acquire", name, 2) })
+	s.ag.do(t, "sa", "sem.release", name, 2)
+	t.Logf("WAIT commands after Redisson's semaphore acquisitions: %d, %d", javaAcq, javaAcq2)
+}
+
 // exclusionHolds is the holds of each owner in suite.exclusion.
 const exclusionHolds = 40
 
@@ -327,7 +373,8 @@ const exclusionHolds = 40
 // and write locks (the library's API, which waits for the replica) take
 // one read-write lock many times at once (rwLoops); every acquisition is
 // followed by a WAIT.
-func (s *suite) rwExclusionAPI(t *testing.T, w *waitStats) {
+func (s *suite) rwExclusionAPI(t *testing.T) {
+	w := s.waits
 	const perOwner = 25
 	// A short watchdog lease: Redisson 3.16's reader and writer threads
 	// of one process share a wake-up per release, and the one left
