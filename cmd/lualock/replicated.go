@@ -196,7 +196,7 @@ func dialFailover(ctx context.Context, fo *redis.FailoverOptions, deadline, retr
 // which one to check.
 func sentinelError(err error) string {
 	lines := strings.Split(err.Error(), "\n")
-	out := lines[:1]
+	out := []string{lines[0]}
 	for _, l := range lines[1:] {
 		if l != "" && !strings.HasSuffix(out[0], l) && !slices.Contains(out, l) {
 			out = append(out, l)
