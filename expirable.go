@@ -445,6 +445,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	// Renew it no more: the release's reply decides how it ended.
 	p.life.stopExpiry()
 	p.life.unwatch()
+	// Nor watch it: the release's own write is announced, and the check
+	// that follows finds the permit gone.
+	p.watch.Stop()
 	p.mu.Unlock()
 	ok, err := s.release(ctx, p.id)
 	switch {

@@ -221,6 +221,11 @@ func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *t
 		if lease > 0 && time.Since(start) >= lease-renew.LossMargin(lease) {
 			return // its lease's end, which the timer reports
 		}
+		if p.released.Load() {
+			// A check that was under way when Release stopped the watch:
+			// the release's reply says how the permit ended.
+			return
+		}
 		p.end(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
 	})
 }

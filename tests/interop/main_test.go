@@ -18,8 +18,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -43,7 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := harness.FindLeaks(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
