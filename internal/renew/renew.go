@@ -26,7 +26,7 @@
 //
 // A Relay (the hold tracker's) is offered each call first: it sends the
 // call on its own connection to the node, with the script asked to read
-// each key again after its write (rearm). A call it cannot carry, or that
+// the keys again after its writes (rearm). A call it cannot carry, or that
 // fails there, goes through the client, in the same round.
 package renew
 
@@ -79,9 +79,9 @@ type Spec struct {
 	Script Loader
 	// Cmd queues one renewal call on p for keys and their owner fields
 	// (same length, all keys in one slot) that sets lease on each key
-	// whose owner still holds it, and with rearm reads each key renewed
-	// again after its write (the call goes to a Relay). It sends EVALSHA
-	// with no NOSCRIPT recovery: the watchdog does that.
+	// whose owner still holds it, and with rearm reads the keys again
+	// after its writes (the call goes to a Relay). It sends EVALSHA with
+	// no NOSCRIPT recovery: the watchdog does that.
 	Cmd func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration, rearm bool) *redis.Cmd
 	// Result reads a Cmd's reply: per key, in order, 1 when it was renewed
 	// and 0 when its owner field was gone (the generated LockRenewResult).

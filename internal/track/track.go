@@ -23,8 +23,8 @@
 // Relay sends a renewal call on the tracking connection that watches its
 // keys: with NOLOOP its writes announce nothing to this connection, so the
 // holder's own renewals wake no check. Redis forgets who tracks a key when
-// the key changes, NOLOOP trackers included: the renewal script reads each
-// key again after its write, which tracks it again.
+// the key changes, NOLOOP trackers included: the renewal script reads its
+// keys again after its writes, which tracks them again.
 //
 // A change watch (WatchChange) has no loss semantics: it only wants to
 // hear of every change of its key, and its callback runs after each check
@@ -189,16 +189,13 @@ type relay struct {
 // fail answers r with ErrNoReply.
 func (r *relay) fail() { r.reply <- Reply{Err: ErrNoReply} }
 
-// Relay sends a renewal call on the tracking connection of the node that
-// watches renewed[0].Key: args are the whole command, an EVALSHA of
-// script (loaded on the connection first when needed), whose script must
-// read each key it renews again after its write (see the package doc),
-// and whose reply is an array with, per target of renewed, 1 when its
-// lease was set to lease. The lease check of each watch of a target
-// renewed then moves to the end of that lease. Relay returns nil, sending
-// nothing, when no connection that is up watches the key, or after Close;
-// else a channel that gets the reply, or ErrNoReply when the connection
-// breaks first.
+// Relay sends args, an EVALSHA of script (loaded first when needed), on
+// the connection that watches renewed[0].Key; the script reads its keys
+// again after its writes, and replies per target 1 when it set its lease
+// to lease, which moves the lease check of that target's watches. It
+// returns nil, sending nothing, when no connection up watches the key or
+// after Close; else a channel that gets the reply (ErrNoReply when the
+// connection breaks first).
 func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease time.Duration) <-chan Reply {
 	if len(renewed) == 0 {
 		return nil
