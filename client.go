@@ -115,9 +115,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		latchMS: cfg.UnlockLatch.Milliseconds(),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wd = newWatchdog(c)
-	c.hub = newHub(c)
 	c.track = newTracker(c)
+	c.wd = newWatchdog(c) // renews on the tracker's connections
+	c.hub = newHub(c)
 	c.latches = newLatchSweeper(rdb)
 	return c, nil
 }

@@ -258,7 +258,7 @@ func init() {
 		permitRenewals[publish] = &renew.Spec{
 			Name:   permitRenewalName,
 			Script: generated.ExpirableSemaphoreRenewScript,
-			Cmd: func(ctx context.Context, p redis.Pipeliner, names, ids []string, lease time.Duration) *redis.Cmd {
+			Cmd: func(ctx context.Context, p redis.Pipeliner, names, ids []string, lease time.Duration, rearm bool) *redis.Cmd {
 				k := make([]string, 0, 3*len(names))
 				a := make([][]byte, len(ids))
 				for i, n := range names {
@@ -266,7 +266,7 @@ func init() {
 					a[i] = []byte(ids[i])
 				}
 				return generated.ExpirableSemaphoreRenewCmd(ctx, p, generated.ExpirableSemaphoreRenewKeys{Permits: k},
-					generated.ExpirableSemaphoreRenewArgs{LeaseMS: lease.Milliseconds(), Publish: publish, IDs: a})
+					generated.ExpirableSemaphoreRenewArgs{LeaseMS: lease.Milliseconds(), Publish: publish, Rearm: rearm, IDs: a})
 			},
 			Result: generated.ExpirableSemaphoreRenewResult,
 		}
@@ -445,6 +445,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	// Renew it no more: the release's reply decides how it ended.
 	p.life.stopExpiry()
 	p.life.unwatch()
+	// Nor watch it: the release's own write is announced, and the check
+	// that follows finds the permit gone.
+	p.watch.Stop()
 	p.mu.Unlock()
 	ok, err := s.release(ctx, p.id)
 	switch {

@@ -21,9 +21,9 @@ import (
 // Redis announces any change of the key on the tracker's connection
 // (client-side caching), the tracker checks the hold there, and a hold
 // found gone ends its Context with ErrLockLost within milliseconds,
-// whatever removed it. The watchdog's renewals are such changes too: the
-// check finds the hold and ends nothing. See docs/GUIDE.md (Losing a
-// lock).
+// whatever removed it. The watchdog renews a watched hold on the tracker's
+// connection to its node (trackRelay), which has NOLOOP: its own renewals
+// wake no check. See docs/GUIDE.md (Losing a lock).
 
 // The tracker's checks, one per kind of key (lua/hold_check.lua,
 // lua/permit_check.lua).
@@ -31,6 +31,75 @@ var (
 	holdCheck   = &track.Spec{Name: "hold_check", SHA1: generated.HoldCheckSHA1, Source: generated.HoldCheckScript.Source}
 	permitCheck = &track.Spec{Name: "permit_check", SHA1: generated.PermitCheckSHA1, Source: generated.PermitCheckScript.Source}
 )
+
+// The renewal scripts as the tracker loads them on its connections.
+var (
+	lockRenewTracked   = &track.Spec{Name: "lock_renew", SHA1: generated.LockRenewSHA1, Source: generated.LockRenewScript.Source}
+	rwReadRenewTracked = &track.Spec{Name: "rwlock_read_renew", SHA1: generated.RwlockReadRenewSHA1, Source: generated.RwlockReadRenewScript.Source}
+	permitRenewTracked = &track.Spec{Name: "expirable_semaphore_renew", SHA1: generated.ExpirableSemaphoreRenewSHA1, Source: generated.ExpirableSemaphoreRenewScript.Source}
+)
+
+// trackRelay has the watchdog renew a watched hold on the tracker's
+// connection to its node (renew.Relay): that connection tracks with
+// NOLOOP, so the renewal announces nothing to it, and the renewal script
+// reads the key again after its write (rearm), which tracks it again
+// (Redis forgets every tracker of a key that changes). A call for keys
+// with no connection up (none yet, broken, a server without client-side
+// caching) goes through the client: its change is then announced, and
+// checked.
+type trackRelay struct {
+	t     *track.Tracker
+	lease time.Duration // the watchdog's
+}
+
+// Send implements renew.Relay.
+func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cmd) func(context.Context) {
+	if cmd.Err() != nil || len(names) == 0 {
+		return nil // refused before sending: the client's call says why
+	}
+	script, check, key := lockRenewTracked, holdCheck, func(name string) string { return name }
+	switch {
+	case spec == rwReadRenewal:
+		script = rwReadRenewTracked
+	case spec.Name == permitRenewalName:
+		script, check, key = permitRenewTracked, permitCheck, func(name string) string { return keys.Suffix(name, "timeout") }
+	case spec != lockRenewal:
+		return nil
+	}
+	renewed := make([]track.Target, len(names))
+	for i, n := range names {
+		renewed[i] = track.Target{Spec: check, Key: key(n), Field: fields[i]}
+	}
+	args := make([]string, len(cmd.Args()))
+	for i, a := range cmd.Args() {
+		switch a := a.(type) {
+		case string:
+			args[i] = a
+		case []byte:
+			args[i] = string(a)
+		case bool:
+			args[i] = map[bool]string{false: "0", true: "1"}[a]
+		default:
+			args[i] = fmt.Sprint(a)
+		}
+	}
+	reply := r.t.Relay(script, args, renewed, r.lease)
+	if reply == nil {
+		return nil
+	}
+	return func(ctx context.Context) {
+		select {
+		case rep := <-reply:
+			if rep.Err != nil {
+				cmd.SetErr(rep.Err)
+			} else {
+				cmd.SetVal(rep.Val)
+			}
+		case <-ctx.Done():
+			cmd.SetErr(ctx.Err())
+		}
+	}
+}
 
 // newTracker returns the client's hold tracker, or nil when
 // Options.NoHoldTracking is set or rdb is of a kind it cannot follow.
@@ -215,6 +284,11 @@ func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *t
 	return c.track.Watch(track.Target{Spec: permitCheck, Key: p.s.timeouts, Field: string(p.id)}, func(how track.Loss) {
 		if lease > 0 && time.Since(start) >= lease-renew.LossMargin(lease) {
 			return // its lease's end, which the timer reports
+		}
+		if p.released.Load() {
+			// A check that was under way when Release stopped the watch:
+			// the release's reply says how the permit ended.
+			return
 		}
 		p.end(fmt.Errorf("permit %s: %w", p.ID(), lossCause(how, "permit")))
 	})

@@ -18,18 +18,22 @@ import (
 var lockRenewal = &renew.Spec{
 	Name:   "lock_renew",
 	Script: generated.LockRenewScript,
-	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd {
+	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration, rearm bool) *redis.Cmd {
 		return generated.LockRenewCmd(ctx, p, generated.LockRenewKeys{Locks: keys},
-			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Rearm: rearm, Fields: fields})
 	},
 	Result: generated.LockRenewResult,
 }
 
 // newWatchdog starts the client's watchdog: it renews the holds taken
 // without a lease every WatchdogLease/3, in calls of up to RenewBatch locks
-// (per slot on a cluster).
+// (per slot on a cluster), on the hold tracker's connections when they are
+// up (trackRelay, holdwatch.go). The tracker is made first.
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
+	if c.track != nil {
+		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease}
+	}
 	if _, ok := c.rdb.(*redis.ClusterClient); ok {
 		cfg.Slot = keys.Slot
 	}

@@ -160,13 +160,13 @@ func (p rwRead) status(ctx context.Context, field string) (Status, error) {
 var rwReadRenewal = &renew.Spec{
 	Name:   "rwlock_read_renew",
 	Script: generated.RwlockReadRenewScript,
-	Cmd: func(ctx context.Context, p redis.Pipeliner, names, fields []string, lease time.Duration) *redis.Cmd {
+	Cmd: func(ctx context.Context, p redis.Pipeliner, names, fields []string, lease time.Duration, rearm bool) *redis.Cmd {
 		ks := make([]string, 0, 2*len(names))
 		for _, n := range names {
 			ks = append(ks, n, keys.RWTimeoutPrefix(n))
 		}
 		return generated.RwlockReadRenewCmd(ctx, p, generated.RwlockReadRenewKeys{Keys: ks},
-			generated.RwlockReadRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+			generated.RwlockReadRenewArgs{LeaseMS: lease.Milliseconds(), Rearm: rearm, Fields: fields})
 	},
 	Result: generated.RwlockReadRenewResult,
 }

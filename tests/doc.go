@@ -15,7 +15,8 @@
 //   - faults: a lock's promise under faults (Redis down, hung, restarted,
 //     a cluster master killed, lost or slow replies, ended contexts);
 //   - pubsub: waking waiters and watching holds over pub/sub;
-//   - interop: against Redisson itself (Java), when its jars are given.
+//   - interop: against Redisson itself (Java), when its jars are given,
+//     on standalone Redis, a cluster and a Sentinel deployment.
 //   - failover: locks of every kind through rounds of failovers of a
 //     Sentinel deployment and of a cluster whose masters have replicas
 //     (the harness's, with lagging replication links), with replica

@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock"
 )
 
@@ -30,14 +32,15 @@ import (
 
 // handover is what the supervisor needs to give the hold back.
 type handover struct {
-	Addr     string             `json:"addr"` // the resolved -addr, password included: never printed
-	PubSub   lualock.PubSubMode `json:"pubsub"`
-	FairWait time.Duration      `json:"fair_wait"`
-	Kind     string             `json:"kind"` // one of the kind* constants
-	Name     string             `json:"name"`
-	Client   string             `json:"client"` // the holder's client id
-	Field    string             `json:"field"`  // the hold's owner field (a lock)
-	Permit   string             `json:"permit"` // the permit's id (a semaphore)
+	Addr      string             `json:"addr"`                // the resolved -addr, password included: never printed
+	Sentinels *sentinelSet       `json:"sentinels,omitempty"` // -sentinel and the rest, when given: the primary they name
+	PubSub    lualock.PubSubMode `json:"pubsub"`
+	FairWait  time.Duration      `json:"fair_wait"`
+	Kind      string             `json:"kind"` // one of the kind* constants
+	Name      string             `json:"name"`
+	Client    string             `json:"client"` // the holder's client id
+	Field     string             `json:"field"`  // the hold's owner field (a lock)
+	Permit    string             `json:"permit"` // the permit's id (a semaphore)
 }
 
 // The kinds of hold lualock lock takes.
@@ -99,7 +102,12 @@ func (h *handover) release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := connect(ctx, opts, time.Time{}, time.Now().Add(connectTimeout))
+	var rdb redis.UniversalClient
+	if h.Sentinels != nil {
+		rdb, err = dialFailover(ctx, failoverOptions(*h.Sentinels, opts), time.Time{}, time.Now().Add(connectTimeout))
+	} else {
+		rdb, err = connect(ctx, opts, time.Time{}, time.Now().Add(connectTimeout))
+	}
 	if err != nil {
 		return err
 	}

@@ -127,8 +127,9 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = deploy.options(&copts)
 	}
+	var fo *redis.FailoverOptions
 	if err == nil {
-		_, err = deploy.failover(opts)
+		fo, err = deploy.failover(opts)
 	}
 	if err != nil {
 		return usagef(stderr, "lock: %v", err)
@@ -158,9 +159,16 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !a.wait.set || a.wait.d == 0 {
 		connectBy, retryBy = time.Time{}, begin.Add(connectTimeout)
 	}
-	rdb, err := deploy.dial(ctx, opts, connectBy, retryBy)
+	var rdb redis.UniversalClient
+	if fo != nil {
+		rdb, err = dialFailover(ctx, fo, connectBy, retryBy)
+	} else {
+		rdb, err = connect(ctx, opts, connectBy, retryBy)
+	}
 	if errors.Is(err, errWaitOver) {
-		return errorf(stderr, exitError, "Redis at %s did not answer within -wait %v: lock %s not obtained", where(opts), a.wait.d, a.name)
+		// "Redis at ADDR did not answer", or the Sentinels' primary.
+		who := strings.TrimSuffix(err.Error(), ": "+errWaitOver.Error())
+		return errorf(stderr, exitError, "%s within -wait %v: lock %s not obtained", who, a.wait.d, a.name)
 	}
 	if err != nil {
 		return errorf(stderr, exitError, "%v", clean(err))
@@ -172,6 +180,9 @@ func runLock(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// What the supervisor needs to give the hold back should lualock die.
 	ho := handover{Addr: resolved, PubSub: copts.PubSub, FairWait: copts.FairWait, Kind: kindOf(&a), Name: a.name, Client: client.ID()}
+	if fo != nil {
+		ho.Sentinels = sentinels(fo)
+	}
 	if a.permits > 0 {
 		defer rdb.Close()
 		defer client.Close()

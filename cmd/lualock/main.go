@@ -7,9 +7,9 @@
 //
 // Usage:
 //
-//	lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-//	lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
-//	lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
+//	lualock lock [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+//	lualock status [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-json] NAME
+//	lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-fair] [-pubsub KIND] NAME
 //	lualock help
 //	lualock --version
 //
@@ -44,9 +44,9 @@ const (
 )
 
 const usageText = `usage:
-  lualock lock [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
-  lualock status [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-json] NAME
-  lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME] [-ack MODE] [-fair] [-pubsub KIND] NAME
+  lualock lock [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-wait D | -n] [-lease D] [-grace D] [-fair | -read | -write | -fenced | -semaphore N] [-q] [-E N] [-pubsub KIND] NAME -- COMMAND [ARG...]
+  lualock status [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-json] NAME
+  lualock unlock -force [-addr URL | -sentinel ADDRS -master NAME [-sentinel-user U] [-sentinel-password P]] [-ack MODE] [-fair] [-pubsub KIND] NAME
   lualock help
   lualock --version
 
@@ -87,9 +87,10 @@ subcommands:
            line when it gets NAME after waiting. Nothing when it gets NAME
            at once. With -q, nothing either when NAME is not obtained
            within -wait (the exit status says it): only errors.
-           Connecting: a first contact with Redis that fails for a reason
-           that may pass (refused, reset, EOF, timeout) is tried again
-           within -wait, or for up to 5s with -n or without -wait.
+           Connecting: a first contact with Redis (or with the Sentinels
+           and the primary they name) that fails for a reason that may
+           pass (refused, reset, EOF, timeout) is tried again within
+           -wait, or for up to 5s with -n or without -wait.
            Holding: the command's environment has LUALOCK_NAME (NAME),
            LUALOCK_HOLDER (the owner field C:H of the hold in NAME's hash)
            and LUALOCK_LEASE (the fixed -lease, or the watchdog lease,
@@ -156,6 +157,15 @@ flags:
               $LUALOCK_SENTINEL.
   -master N   with -sentinel: the master name the Sentinels know the
               primary by. Default $LUALOCK_SENTINEL_MASTER.
+  -sentinel-user U
+              with -sentinel: the Sentinels' own ACL user. Default
+              $LUALOCK_SENTINEL_USERNAME.
+  -sentinel-password P
+              with -sentinel: the Sentinels' own password (their
+              requirepass), apart from the primary's (in -addr's URL).
+              Default $LUALOCK_SENTINEL_PASSWORD, which is better: a flag
+              shows in ps. lualock never prints it, and its supervisor
+              gets it through a pipe, not on its command line.
   -ack MODE   lock, unlock, status: replica acknowledgement after each
               acquisition: one (the default: wait until a replica of the
               primary has it, so that a failover keeps it; a lock no
@@ -222,6 +232,10 @@ environment:
                           both.
   LUALOCK_SENTINEL        default for -sentinel.
   LUALOCK_SENTINEL_MASTER default for -master.
+  LUALOCK_SENTINEL_USERNAME
+                          default for -sentinel-user.
+  LUALOCK_SENTINEL_PASSWORD
+                          default for -sentinel-password.
   LUALOCK_REPLICA_ACK     default for -ack: one, all or off.
   LUALOCK_REPLICA_ACK_TIMEOUT
                           how long an acquisition waits for the replicas'

@@ -115,49 +115,24 @@ var errWaitOver = errors.New("-wait is over")
 // connect asks the server whether it is a cluster node (INFO cluster), then
 // makes the client, which keeps go-redis's default retries. A node of a
 // Redis Cluster (cluster_enabled:1) gets a cluster client seeded with it, so
-// -addr may name any node of a cluster.
-//
-// Each attempt at that first contact ends within connectTimeout and, when
-// deadline is set, by then. A failure that may pass (a refused or reset
-// connection, EOF, a timeout, a server still loading) is tried again, after
-// 50ms doubling up to 1s, until retryBy; a zero retryBy means one attempt,
-// so that status and unlock fail at once where nothing listens.
+// -addr may name any node of a cluster. The first contact is tried again as
+// firstContact says.
 func connect(ctx context.Context, opts *redis.Options, deadline, retryBy time.Time) (redis.UniversalClient, error) {
 	p := *opts
 	p.MaxRetries, p.DialerRetries, p.PoolSize, p.ContextTimeoutEnabled = -1, 1, 1, true
 	probe := redis.NewClient(&p)
 	defer probe.Close()
-	first := time.Now()
-	pause := 50 * time.Millisecond
 	var info string
-	for n := 1; ; n++ {
-		limit := time.Now().Add(connectTimeout)
-		if !deadline.IsZero() && deadline.Before(limit) {
-			limit = deadline
-		}
-		actx, cancel := context.WithDeadline(ctx, limit)
-		var err error
+	n, took, err := firstContact(ctx, deadline, retryBy, func(actx context.Context) (err error) {
 		info, err = probe.Info(actx, "cluster").Result()
-		cancel()
-		if err == nil {
-			break
-		}
-		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
-		if timedOut && !deadline.IsZero() && !time.Now().Before(deadline) {
-			//lint:ignore ST1005 Redis is a name; the message is a whole line on stderr
-			return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
-		}
-		if ctx.Err() != nil || !luart.Transient(err) || retryBy.IsZero() || time.Now().Add(pause).After(retryBy) {
-			if n > 1 {
-				return nil, fmt.Errorf("cannot reach Redis at %s: %w (%d attempts in %v)", where(opts), err, n, time.Since(first).Round(time.Millisecond))
-			}
-			return nil, fmt.Errorf("cannot reach Redis at %s: %w", where(opts), err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Second)
+		return err
+	})
+	if errors.Is(err, errWaitOver) {
+		//lint:ignore ST1005 Redis is a name; the message is a whole line on stderr
+		return nil, fmt.Errorf("Redis at %s did not answer: %w", where(opts), errWaitOver)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w%s", where(opts), err, attempts(n, took))
 	}
 	// Contexts bound every call, also on a Redis that stops answering.
 	opts.ContextTimeoutEnabled = true
@@ -182,6 +157,52 @@ func connect(ctx context.Context, opts *redis.Options, deadline, retryBy time.Ti
 		Dialer:                   opts.Dialer,
 		ContextTimeoutEnabled:    true,
 	}), nil
+}
+
+// firstContact runs try, lualock's first contact with Redis, until it
+// succeeds. Each attempt ends within connectTimeout and, when deadline is
+// set, by then: an attempt that times out at the deadline returns
+// errWaitOver. A failure that may pass (a refused or reset connection,
+// EOF, a timeout, a server still loading: luart.Transient) is tried again,
+// after 50ms doubling up to 1s, until retryBy; a zero retryBy means one
+// attempt, so that status and unlock fail at once where nothing listens.
+// It returns the number of attempts and the time they took.
+func firstContact(ctx context.Context, deadline, retryBy time.Time, try func(context.Context) error) (int, time.Duration, error) {
+	first := time.Now()
+	pause := 50 * time.Millisecond
+	for n := 1; ; n++ {
+		limit := time.Now().Add(connectTimeout)
+		if !deadline.IsZero() && deadline.Before(limit) {
+			limit = deadline
+		}
+		actx, cancel := context.WithDeadline(ctx, limit)
+		err := try(actx)
+		cancel()
+		if err == nil {
+			return n, time.Since(first), nil
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+		if timedOut && !deadline.IsZero() && !time.Now().Before(deadline) {
+			return n, time.Since(first), errWaitOver
+		}
+		if ctx.Err() != nil || !luart.Transient(err) || retryBy.IsZero() || time.Now().Add(pause).After(retryBy) {
+			return n, time.Since(first), err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// attempts says " (N attempts in D)" after an error when there were
+// several, else "".
+func attempts(n int, took time.Duration) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d attempts in %v)", n, took.Round(time.Millisecond))
 }
 
 // pubsubFlag is -pubsub: the kind of pub/sub (lualock.Options.PubSub),

@@ -57,7 +57,7 @@ func TestShortUsage(t *testing.T) {
 // out on purpose (documented in the help's flags all the same).
 var synopsisExempt = map[string][]string{"status": {"fair"}}
 
-var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z]+)`)
+var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z][A-Za-z-]*)`)
 
 // The flags each subcommand defines (as its -h lists them) are the flags
 // of its synopsis in the help, in docs/CLI.md and in the README, and each
@@ -97,7 +97,7 @@ func TestFlagsDocumented(t *testing.T) {
 				return
 			}
 			var named []string
-			for _, m := range regexp.MustCompile(`\[?-([A-Za-z]+)\b`).FindAllStringSubmatch(line, -1) {
+			for _, m := range regexp.MustCompile(`\[?-([A-Za-z](?:[A-Za-z-]*[A-Za-z])?)\b`).FindAllStringSubmatch(line, -1) {
 				named = append(named, m[1])
 			}
 			for _, f := range defined {

@@ -23,6 +23,11 @@
 // ContextTimeoutEnabled waits for its ReadTimeout) is left to land on its
 // own after a period and a quarter: the next rounds renew the other nodes'
 // entries and skip the ones it carries.
+//
+// A Relay (the hold tracker's) is offered each call first: it sends the
+// call on its own connection to the node, with the script asked to read
+// the keys again after its writes (rearm). A call it cannot carry, or that
+// fails there, goes through the client, in the same round.
 package renew
 
 import (
@@ -74,9 +79,10 @@ type Spec struct {
 	Script Loader
 	// Cmd queues one renewal call on p for keys and their owner fields
 	// (same length, all keys in one slot) that sets lease on each key
-	// whose owner still holds it. It sends EVALSHA with no NOSCRIPT
-	// recovery: the watchdog does that.
-	Cmd func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd
+	// whose owner still holds it, and with rearm reads the keys again
+	// after its writes (the call goes to a Relay). It sends EVALSHA with
+	// no NOSCRIPT recovery: the watchdog does that.
+	Cmd func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration, rearm bool) *redis.Cmd
 	// Result reads a Cmd's reply: per key, in order, 1 when it was renewed
 	// and 0 when its owner field was gone (the generated LockRenewResult).
 	Result func(cmd *redis.Cmd) ([]int64, error)
@@ -116,6 +122,18 @@ type Config struct {
 	// watchdog's goroutines (several at once on a cluster). It must return
 	// quickly and must not call the watchdog.
 	OnRenew func(Call)
+	// Relay, when set, is offered each renewal call first.
+	Relay Relay
+}
+
+// Relay carries renewal calls on connections of its own (the hold
+// tracker's).
+type Relay interface {
+	// Send sends cmd, a renewal call of spec for keys and fields queued
+	// with rearm (cmd.Args() is the command), and returns a function that
+	// waits for its reply and sets it (or the error) on cmd; nil when it
+	// cannot carry the call, having sent nothing.
+	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) (wait func(ctx context.Context))
 }
 
 // LossMargin is how long before a lease runs out by the client's clock a
@@ -492,7 +510,8 @@ type batch struct {
 	keys    []string
 	fields  []string
 	cmd     *redis.Cmd
-	landed  chan struct{} // closed when the call's reply is applied
+	wait    func(ctx context.Context) // the Relay's wait for cmd's reply; nil: sent by the client
+	landed  chan struct{}             // closed when the call's reply is applied
 }
 
 // batches groups the entries that are not paused into renewal calls: per
@@ -609,7 +628,24 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// lease.
 	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.every, w.untilExpiry(g.batches)), time.Millisecond))
 	defer cancel()
-	w.send(ctx, g.batches)
+	w.send(ctx, w.relay(g.batches))
+	// A relayed call that failed (its connection broke, NOSCRIPT, a slot
+	// moved) goes through the client now: the renewal is idempotent. The
+	// relayed calls get half the time left, so that a relay that hangs
+	// leaves the client the other half.
+	deadline, _ := ctx.Deadline()
+	rctx, rcancel := context.WithTimeout(ctx, max(time.Until(deadline)/2, time.Millisecond))
+	var failed []*batch
+	for _, b := range g.batches {
+		if b.wait != nil {
+			if b.wait(rctx); b.cmd.Err() != nil {
+				failed = append(failed, b)
+			}
+			b.wait = nil
+		}
+	}
+	rcancel()
+	w.send(ctx, failed)
 	if again := w.reload(ctx, g); len(again) > 0 {
 		w.send(ctx, again) // each batch's result is read from its cmd below
 	}
@@ -655,11 +691,36 @@ func (w *Watchdog) reload(ctx context.Context, g nodeGroup) []*batch {
 	return again
 }
 
-// send runs the batches in one pipeline; each call's outcome is in its cmd.
+// relay offers the batches to the Relay, and returns those it does not
+// carry. A batch it carries has its cmd and its wait set.
+func (w *Watchdog) relay(batches []*batch) []*batch {
+	if w.cfg.Relay == nil {
+		return batches
+	}
+	p := w.rdb.Pipeline() // queues the commands, never sent
+	defer p.Discard()
+	var direct []*batch
+	for _, b := range batches {
+		// The command's context is the wait's: the pipeline never runs.
+		cmd := b.spec.Cmd(w.ctx, p, b.keys, b.fields, w.cfg.Lease, true)
+		if b.wait = w.cfg.Relay.Send(b.spec, b.keys, b.fields, cmd); b.wait == nil {
+			direct = append(direct, b)
+			continue
+		}
+		b.cmd = cmd
+	}
+	return direct
+}
+
+// send runs the batches in one pipeline (none: nothing); each call's
+// outcome is in its cmd.
 func (w *Watchdog) send(ctx context.Context, batches []*batch) {
+	if len(batches) == 0 {
+		return
+	}
 	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, b := range batches {
-			b.cmd = b.spec.Cmd(ctx, p, b.keys, b.fields, w.cfg.Lease)
+			b.cmd = b.spec.Cmd(ctx, p, b.keys, b.fields, w.cfg.Lease, false)
 		}
 		return nil
 	})

@@ -29,9 +29,9 @@ func TestMain(m *testing.M) {
 var lockSpec = &Spec{
 	Name:   "lock_renew",
 	Script: generated.LockRenewScript,
-	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration) *redis.Cmd {
+	Cmd: func(ctx context.Context, p redis.Pipeliner, keys, fields []string, lease time.Duration, rearm bool) *redis.Cmd {
 		return generated.LockRenewCmd(ctx, p, generated.LockRenewKeys{Locks: keys},
-			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Fields: fields})
+			generated.LockRenewArgs{LeaseMS: lease.Milliseconds(), Rearm: rearm, Fields: fields})
 	},
 	Result: generated.LockRenewResult,
 }

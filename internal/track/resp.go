@@ -21,6 +21,24 @@ type value struct {
 	elems []value
 }
 
+// any returns v as Go values: an int64, a string, nil, a []any of them
+// (an error reply as its text).
+func (v value) any() any {
+	switch v.kind {
+	case ':':
+		return v.int
+	case '$', '-':
+		return v.str
+	case '*', '>':
+		a := make([]any, len(v.elems))
+		for i, e := range v.elems {
+			a[i] = e.any()
+		}
+		return a
+	}
+	return nil
+}
+
 // errProto is a reply the tracker cannot read.
 var errProto = errors.New("track: protocol error")
 

@@ -4,9 +4,10 @@
 //
 // The tracker keeps one connection per node that holds watched keys (one
 // on a single server or behind Sentinel, one per primary of a cluster),
-// in RESP3 with tracking on in the default mode: Redis remembers the keys
-// the connection read and pushes an invalidation at their next change
-// (write, delete, expiry, eviction, FLUSHALL/FLUSHDB). An invalidation is
+// in RESP3 with tracking on in the default mode with NOLOOP: Redis
+// remembers the keys the connection read and pushes an invalidation at
+// their next change (write, delete, expiry, eviction, FLUSHALL/FLUSHDB)
+// by another connection. An invalidation is
 // only a hint: the watched keys it names are checked with their spec's
 // read-only script on the same connection, which reads (and so tracks)
 // them again and says per key whether the hold is still there and how
@@ -18,6 +19,12 @@
 // every watch of the node is checked again on the next one (a restart
 // that lost the keys is seen when the server answers again); MOVED and
 // ASK replies move the watches to the node they name.
+//
+// Relay sends a renewal call on the tracking connection that watches its
+// keys: with NOLOOP its writes announce nothing to this connection, so the
+// holder's own renewals wake no check. Redis forgets who tracks a key when
+// the key changes, NOLOOP trackers included: the renewal script reads its
+// keys again after its writes, which tracks them again.
 //
 // A change watch (WatchChange) has no loss semantics: it only wants to
 // hear of every change of its key, and its callback runs after each check
@@ -158,6 +165,57 @@ type watchRef struct {
 
 // current reports whether the check r is of w's current add. t.mu is held.
 func (r watchRef) current() bool { return r.w.inc == r.inc }
+
+// Reply is the reply of a relayed call: Val is an int64, a string, nil or
+// a []any of them; Err is an error reply, or why no reply came.
+type Reply struct {
+	Val any
+	Err error
+}
+
+// ErrNoReply: the tracking connection broke, or the tracker closed, before
+// a relayed call's reply came (the call may have run).
+var ErrNoReply = errors.New("track: no reply on the tracking connection")
+
+// relay is one call sent by Relay.
+type relay struct {
+	script  *Spec
+	args    []string
+	renewed []Target
+	lease   time.Duration
+	reply   chan Reply // buffered: its caller may have left
+}
+
+// fail answers r with ErrNoReply.
+func (r *relay) fail() { r.reply <- Reply{Err: ErrNoReply} }
+
+// Relay sends args, an EVALSHA of script (loaded first when needed), on
+// the connection that watches renewed[0].Key; the script reads its keys
+// again after its writes, and replies per target 1 when it set its lease
+// to lease, which moves the lease check of that target's watches. It
+// returns nil, sending nothing, when no connection up watches the key or
+// after Close; else a channel that gets the reply (ErrNoReply when the
+// connection breaks first).
+func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease time.Duration) <-chan Reply {
+	if len(renewed) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	for _, n := range t.nodes {
+		if n.conn == nil || n.watches[renewed[0].Key] == nil {
+			continue
+		}
+		r := &relay{script: script, args: args, renewed: renewed, lease: lease, reply: make(chan Reply, 1)}
+		n.relays = append(n.relays, r)
+		n.kicked()
+		return r.reply
+	}
+	return nil
+}
 
 // Watch starts watching target: lost is called once, on a goroutine of
 // the tracker, when a check finds the hold gone, unless Stop came first.
@@ -377,6 +435,7 @@ type node struct {
 	// under t.mu
 	watches map[string]*Watch // by key: the first of the key's list (prev, next)
 	queue   []*Watch          // to check
+	relays  []*relay          // to send (Relay)
 	pending []sent            // commands sent, in order, awaiting replies
 	loaded  map[*Spec]bool    // scripts loaded on this connection
 
@@ -393,11 +452,12 @@ type checkGroup struct {
 	slot int
 }
 
-// sent is one command awaiting its reply: a check of watches, or a
-// command whose reply only says the connection works (nil).
+// sent is one command awaiting its reply: a check of watches, a relayed
+// call, or a command whose reply only says the connection works (nil).
 type sent struct {
 	check []watchRef
 	spec  *Spec
+	relay *relay
 }
 
 // each calls f for every watch of n. t.mu is held.
@@ -423,6 +483,11 @@ func (n *node) enqueue(w *Watch) {
 	}
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
+	n.kicked()
+}
+
+// kicked tells the sender there is work.
+func (n *node) kicked() {
 	select {
 	case n.kick <- struct{}{}:
 	default:
@@ -509,8 +574,15 @@ func (n *node) run() {
 					r.w.inflight = false
 				}
 			}
+			if p.relay != nil {
+				p.relay.fail()
+			}
 		}
 		n.pending = n.pending[:0]
+		for _, r := range n.relays {
+			r.fail() // queued for this connection: its caller sends it otherwise
+		}
+		n.relays = n.relays[:0]
 		t.mu.Unlock()
 	}
 }
@@ -556,7 +628,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // connect dials the node and turns tracking on: HELLO 3 (with AUTH),
-// SELECT, CLIENT TRACKING ON.
+// SELECT, CLIENT TRACKING ON NOLOOP.
 func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 	t := n.t
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
@@ -587,7 +659,7 @@ func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 		writeCmd(w, "SELECT", strconv.Itoa(t.d.DB))
 		cmds++
 	}
-	writeCmd(w, "CLIENT", "TRACKING", "ON")
+	writeCmd(w, "CLIENT", "TRACKING", "ON", "NOLOOP")
 	cmds++
 	if err := w.Flush(); err != nil {
 		return fail(err)
@@ -659,6 +731,7 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 		case <-n.kick:
 			t.mu.Lock()
 			n.writeChecks(conn, w)
+			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		}
 		wrote = true
@@ -732,6 +805,21 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			n.sentLocked(conn, sent{check: part, spec: g.spec})
 		}
 	}
+}
+
+// writeRelays writes the relayed calls queued. t.mu is held.
+func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
+	for i, r := range n.relays {
+		if !n.loaded[r.script] {
+			writeCmd(w, "SCRIPT", "LOAD", r.script.Source)
+			n.sentLocked(conn, sent{})
+			n.loaded[r.script] = true
+		}
+		writeCmd(w, r.args...)
+		n.sentLocked(conn, sent{relay: r})
+		n.relays[i] = nil
+	}
+	n.relays = n.relays[:0]
 }
 
 // read reads replies and pushes until the connection fails.
@@ -808,6 +896,10 @@ type callback struct {
 // replied handles the reply v of s. t.mu is held; it returns the
 // callbacks to call once it is released.
 func (n *node) replied(s sent, v value) []callback {
+	if s.relay != nil {
+		n.relayed(s.relay, v)
+		return nil
+	}
 	if s.check == nil || n.t.closed {
 		return nil
 	}
@@ -876,4 +968,31 @@ func (n *node) replied(s sent, v value) []callback {
 		}
 	}
 	return calls
+}
+
+// relayed hands v, the reply of r, to its caller, and moves the lease
+// check of each watch of a target renewed to the end of its new lease: the
+// call announced nothing to this connection, and its script tracked the
+// key again. t.mu is held.
+func (n *node) relayed(r *relay, v value) {
+	if v.kind == '-' {
+		if strings.HasPrefix(v.str, "NOSCRIPT") {
+			n.loaded[r.script] = false
+		}
+		r.reply <- Reply{Err: errors.New(v.str)}
+		return
+	}
+	if v.kind == '*' && len(v.elems) == len(r.renewed) {
+		for i, x := range r.renewed {
+			if v.elems[i].kind != ':' || v.elems[i].int != 1 {
+				continue
+			}
+			n.eachOf(n.watches[x.Key], func(w *Watch) {
+				if w.lost != nil && !w.stopped && w.target.Field == x.Field {
+					w.after(r.lease + time.Millisecond)
+				}
+			})
+		}
+	}
+	r.reply <- Reply{Val: v.any()}
 }

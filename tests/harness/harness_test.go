@@ -13,13 +13,12 @@ import (
 
 	"github.com/lualock/lualock/tests/harness"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	code := harness.Run(m) // m.Run, then stop every server we started
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := harness.FindLeaks(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

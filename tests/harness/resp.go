@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// command sends one command to addr over a fresh connection and returns the
-// decoded reply: string (simple or bulk), int64, nil, []any, or an error for
-// a RESP error reply. It deliberately avoids go-redis so that readiness
-// probes leave no pools or goroutines behind.
-func command(addr string, timeout time.Duration, args ...string) (any, error) {
+// commandAuth sends one command to addr over a fresh connection, after
+// AUTH password unless password is "", and returns the decoded reply:
+// string (simple or bulk), int64, nil, []any, or an error for a RESP error
+// reply. It deliberately avoids go-redis so that readiness probes leave no
+// pools or goroutines behind.
+func commandAuth(addr, password string, timeout time.Duration, args ...string) (any, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
@@ -25,19 +26,36 @@ func command(addr string, timeout time.Duration, args ...string) (any, error) {
 		return nil, err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	write := func(args ...string) {
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
+	if password != "" {
+		write("AUTH", password)
+	}
+	write(args...)
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(conn))
+	r := bufio.NewReader(conn)
+	if password != "" {
+		if _, err := readReply(r); err != nil {
+			return nil, fmt.Errorf("%s: AUTH: %w", addr, err)
+		}
+	}
+	return readReply(r)
 }
 
 // commandString is command for replies that must be a (simple or bulk) string.
 func commandString(addr string, timeout time.Duration, args ...string) (string, error) {
-	v, err := command(addr, timeout, args...)
+	return commandStringAuth(addr, "", timeout, args...)
+}
+
+// commandStringAuth is commandString with commandAuth's password.
+func commandStringAuth(addr, password string, timeout time.Duration, args ...string) (string, error) {
+	v, err := commandAuth(addr, password, timeout, args...)
 	if err != nil {
 		return "", err
 	}

@@ -37,6 +37,10 @@ type SentinelOptions struct {
 	FailoverTimeout time.Duration
 	// ReadyTimeout bounds the start and each Failover (default 30s).
 	ReadyTimeout time.Duration
+	// SentinelPassword, when set, is the Sentinels' requirepass: clients
+	// of the Sentinels (and the Sentinels among themselves) must give it.
+	// The data nodes keep no password.
+	SentinelPassword string
 }
 
 // Node is a data node of a Sentinel deployment: a redis-server reached by
@@ -124,8 +128,11 @@ func StartSentinelE(opts SentinelOptions) (d *Sentinel, err error) {
 		"sentinel failover-timeout %[1]s %[5]d\n"+
 		"sentinel parallel-syncs %[1]s 1\n",
 		opts.Master, h, p, opts.DownAfter.Milliseconds(), opts.FailoverTimeout.Milliseconds())
+	if opts.SentinelPassword != "" {
+		conf += "requirepass " + opts.SentinelPassword + "\n"
+	}
 	for range 3 {
-		s, err := Start(Options{sentinelConf: conf})
+		s, err := Start(Options{sentinelConf: conf, password: opts.SentinelPassword})
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +144,7 @@ func StartSentinelE(opts SentinelOptions) (d *Sentinel, err error) {
 		// may be for a promotion, and during a failover replicas get INFO
 		// every second whatever the setting (a shorter ping period aborts
 		// failovers with -failover-abort-no-good-slave).
-		if _, err := commandString(s.Addr(), time.Second, "SENTINEL", "DEBUG",
+		if _, err := commandStringAuth(s.Addr(), opts.SentinelPassword, time.Second, "SENTINEL", "DEBUG",
 			"info-period", "200", "publish-period", "200", "ask-period", "200",
 			"tilt-trigger", "5000", "tilt-period", "1000", "slave-reconf-timeout", "2000",
 			"min-link-reconnect-period", "200"); err != nil {
@@ -193,7 +200,7 @@ func (d *Sentinel) Nodes() []*Node { return append([]*Node(nil), d.nodes...) }
 // Client returns a go-redis failover client of the deployment (the caller
 // closes it); opts may adjust its options.
 func (d *Sentinel) Client(opts ...func(*redis.FailoverOptions)) *redis.Client {
-	o := &redis.FailoverOptions{MasterName: d.opts.Master, SentinelAddrs: d.SentinelAddrs()}
+	o := &redis.FailoverOptions{MasterName: d.opts.Master, SentinelAddrs: d.SentinelAddrs(), SentinelPassword: d.opts.SentinelPassword}
 	for _, f := range opts {
 		f(o)
 	}
@@ -234,8 +241,12 @@ func (d *Sentinel) node(addr string) *Node {
 	return nil
 }
 
+func (d *Sentinel) sentinelClient(s *Server) *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), Password: d.opts.SentinelPassword})
+}
+
 func (d *Sentinel) masterAddr(ctx context.Context, s *Server) (string, error) {
-	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+	sc := d.sentinelClient(s)
 	defer sc.Close()
 	a, err := sc.GetMasterAddrByName(ctx, d.opts.Master).Result()
 	if err != nil {
@@ -365,7 +376,7 @@ func (d *Sentinel) stable(ctx context.Context) error {
 		if addr != primary.Addr() {
 			return fmt.Errorf("sentinel %s names %s, not %s", s.Addr(), addr, primary.Addr())
 		}
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		sc := d.sentinelClient(s)
 		m, err0 := sc.Master(ctx, d.opts.Master).Result()
 		reps, err := sc.Replicas(ctx, d.opts.Master).Result()
 		sents, err2 := sc.Sentinels(ctx, d.opts.Master).Result()

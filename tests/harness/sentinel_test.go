@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,8 +47,15 @@ func TestSentinel_failover(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("failover %d: %s -> %s in %v", i, old.Addr(), promoted.Addr(), time.Since(start))
-		if old != prev || promoted == old {
-			t.Fatalf("failover %d: %s -> %s, want away from %s", i, old.Addr(), promoted.Addr(), prev.Addr())
+		if promoted == old {
+			t.Fatalf("failover %d: %s -> %s, want away from the crashed primary", i, old.Addr(), promoted.Addr())
+		}
+		if old != prev {
+			// Not the harness's doing: with down-after 1s, a loaded
+			// machine can delay a primary's replies long enough for the
+			// Sentinels to fail over on their own (seen once, right after
+			// a rejoin). Failover crashed the primary of that moment.
+			t.Logf("failover %d: the Sentinels had moved the primary from %s to %s on their own", i, prev.Addr(), old.Addr())
 		}
 		prev = promoted
 		if v, err := rdb.Get(ctx, "kept").Int(); err != nil || v != i {
@@ -104,5 +112,24 @@ func TestReplicatedCluster_failover(t *testing.T) {
 		if err != nil || v != i {
 			t.Fatalf("after failover %d: %d, %v", i, v, err)
 		}
+	}
+}
+
+// TestSentinel_password: Sentinels started with a password refuse a client
+// without it, and the deployment's own client (which gives it) reaches the
+// primary.
+func TestSentinel_password(t *testing.T) {
+	d := StartSentinel(t, SentinelOptions{SentinelPassword: "s3cret"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	anon := redis.NewSentinelClient(&redis.Options{Addr: d.SentinelAddrs()[0]})
+	defer anon.Close()
+	if _, err := anon.GetMasterAddrByName(ctx, d.Master()).Result(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("a Sentinel asked without the password: %v, want NOAUTH", err)
+	}
+	rdb := d.Client()
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through the Sentinels with their password: %v", err)
 	}
 }

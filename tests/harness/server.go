@@ -52,6 +52,9 @@ type Options struct {
 	// (redis-server sentinel.conf --sentinel) whose sentinel.conf starts
 	// with this text (set by StartSentinelE); Sentinel rewrites the file.
 	sentinelConf string
+	// password is the server's requirepass (set by StartSentinelE for
+	// Sentinels with a password): the readiness probe authenticates.
+	password string
 }
 
 // Server is a redis-server child process owned by this test process. All
@@ -259,11 +262,11 @@ func (s *Server) waitReady(p *process) error {
 		if p.exited() {
 			return fmt.Errorf("exited before becoming ready (%v)", p.err)
 		}
-		if pong, err := commandString(addr, 500*time.Millisecond, "PING"); err != nil {
+		if pong, err := commandStringAuth(addr, s.opts.password, 500*time.Millisecond, "PING"); err != nil {
 			lastErr = err
 		} else if pong != "PONG" {
 			lastErr = fmt.Errorf("PING answered %q", pong)
-		} else if info, err := commandString(addr, 500*time.Millisecond, "INFO", "server"); err != nil {
+		} else if info, err := commandStringAuth(addr, s.opts.password, 500*time.Millisecond, "INFO", "server"); err != nil {
 			lastErr = err
 		} else if got := infoField(info, "process_id"); got != pid {
 			lastErr = fmt.Errorf("%w (process_id %s, ours %s)", errForeignServer, got, pid)

@@ -198,10 +198,30 @@ func startAgent(t *testing.T, j redissonJar, cluster bool, watchdog time.Duratio
 	if cluster {
 		mode = "cluster"
 	}
-	args := []string{"-XX:TieredStopAtLevel=1", "-Xss512k", "-cp", strings.Join([]string{j.classes, j.path, depsCP}, string(os.PathListSeparator)), "Agent", mode, strconv.FormatInt(watchdog.Milliseconds(), 10)}
-	for _, a := range addrs {
-		args = append(args, "redis://"+a)
+	return runAgent(t, j, watchdog, mode, redisURLs(addrs)...)
+}
+
+// startSentinelAgent starts the agent of jar on a Sentinel deployment:
+// Redisson reaches the primary that the Sentinels at addrs name master.
+func startSentinelAgent(t *testing.T, j redissonJar, watchdog time.Duration, master string, addrs []string) *agent {
+	t.Helper()
+	return runAgent(t, j, watchdog, "sentinel", append([]string{master}, redisURLs(addrs)...)...)
+}
+
+func redisURLs(addrs []string) []string {
+	urls := make([]string, len(addrs))
+	for i, a := range addrs {
+		urls[i] = "redis://" + a
 	}
+	return urls
+}
+
+// runAgent starts the agent with its mode and the arguments after
+// WATCHDOG_MS (see Agent.java).
+func runAgent(t *testing.T, j redissonJar, watchdog time.Duration, mode string, rest ...string) *agent {
+	t.Helper()
+	args := []string{"-XX:TieredStopAtLevel=1", "-Xss512k", "-cp", strings.Join([]string{j.classes, j.path, depsCP}, string(os.PathListSeparator)), "Agent", mode, strconv.FormatInt(watchdog.Milliseconds(), 10)}
+	args = append(args, rest...)
 	a := &agent{t: t, cmd: exec.Command("java", args...), stderr: &syncBuffer{}, wait: map[int]chan reply{}, done: make(chan struct{})}
 	a.cmd.Stderr = a.stderr
 	var err error

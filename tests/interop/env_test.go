@@ -24,6 +24,15 @@ type backend struct {
 	cluster bool
 	rdb     redis.UniversalClient
 	addrs   []string // host:port of the server or of every cluster node
+	cli     []string // the lualock command's flags to reach it; nil: -addr addrs[0]
+}
+
+// connFlags are the lualock command's flags that reach the backend.
+func (b backend) connFlags() []string {
+	if b.cli != nil {
+		return b.cli
+	}
+	return []string{"-addr", b.addrs[0]}
 }
 
 // backends returns the shared standalone server and the shared 3-master

@@ -307,16 +307,41 @@ func javaSays(t *testing.T, r reply, what, want string) {
 // the counts of readers and writers in Redis: a writer must be alone, a
 // reader must see no writer.
 func (s *famSuite) rwExclusion(t *testing.T) {
-	const perOwner = 25
+	n := newFamNames(uniqueName(t))
+	rwLoops(t, s.ag, s.b.rdb, n.name, 25, func(ctx context.Context, writer bool) (lock, unlock func() error) {
+		h := s.holder(n)
+		if writer {
+			return func() error {
+					_, err := s.waitFor(ctx, t, n.rwlock, func() (int64, error) { return h.write(ctx, 1) })
+					return err
+				}, func() error {
+					_, err := h.writeRelease(ctx, 1)
+					return err
+				}
+		}
+		return func() error {
+				_, err := s.waitFor(ctx, t, n.rwlock, func() (int64, error) { return h.read(ctx, 1) })
+				return err
+			}, func() error {
+				_, err := h.readRelease(ctx, 1)
+				return err
+			}
+	})
+}
+
+// rwLoops runs Redisson's two reader threads and one writer and Go's one
+// reader and two writers (goHold makes each one's lock and unlock) on the
+// read-write lock name, perOwner holds each, all at once; inside, each
+// checks the counts of readers and writers in Redis: a writer must be
+// alone, a reader must see no writer.
+func rwLoops(t *testing.T, ag *agent, rdb redis.UniversalClient, name string, perOwner int, goHold func(ctx context.Context, writer bool) (lock, unlock func() error)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rdb := s.b.rdb
-	name := uniqueName(t)
-	n := newFamNames(name)
 	readers, writers := name+":readers", name+":writers"
 	var java []<-chan reply
 	for _, k := range []string{"rr", "rw", "rr"} {
-		java = append(java, s.ag.send("x"+k+strconv.Itoa(len(java)), "rwloop", name, k, perOwner, readers, writers, 300))
+		java = append(java, ag.send("x"+k+strconv.Itoa(len(java)), "rwloop", name, k, perOwner, readers, writers, 300))
 	}
 	var wg sync.WaitGroup
 	var goOverlaps atomic.Int64
@@ -325,15 +350,9 @@ func (s *famSuite) rwExclusion(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := s.holder(n)
+			lock, unlock := goHold(ctx, writer)
 			for range perOwner {
-				var err error
-				if writer {
-					_, err = s.waitFor(ctx, t, n.rwlock, func() (int64, error) { return h.write(ctx, 1) })
-				} else {
-					_, err = s.waitFor(ctx, t, n.rwlock, func() (int64, error) { return h.read(ctx, 1) })
-				}
-				if err != nil {
+				if err := lock(); err != nil {
 					errs <- fmt.Errorf("Go holder %d: %w", i, err)
 					return
 				}
@@ -350,13 +369,11 @@ func (s *famSuite) rwExclusion(t *testing.T) {
 				time.Sleep(300 * time.Microsecond)
 				if writer {
 					rdb.Decr(ctx, writers)
-					_, err = h.writeRelease(ctx, 1)
 				} else {
 					rdb.Decr(ctx, readers)
-					_, err = h.readRelease(ctx, 1)
 				}
-				if err != nil {
-					errs <- err
+				if err := unlock(); err != nil {
+					errs <- fmt.Errorf("Go holder %d: %w", i, err)
 					return
 				}
 			}
@@ -364,7 +381,7 @@ func (s *famSuite) rwExclusion(t *testing.T) {
 	}
 	javaOverlaps := 0
 	for i, ch := range java {
-		r := s.ag.await(t, ch, fmt.Sprintf("rwloop %d", i), 3*time.Minute)
+		r := ag.await(t, ch, fmt.Sprintf("rwloop %d", i), 3*time.Minute)
 		v, _ := strconv.Atoi(r.val)
 		javaOverlaps += v
 	}
@@ -546,14 +563,39 @@ func (s *famSuite) rwTimeouts(t *testing.T) {
 		generated.RwlockReadAcquireArgs{LeaseMS: short, Field: g.field, Holds: 1}); err != nil || v != 0 {
 		t.Fatalf("Go read (lease %d ms) = %d, %v", short, v, err)
 	}
-	for end := time.Now().Add(3 * short * time.Millisecond); time.Now().Before(end); time.Sleep(short / 4 * time.Millisecond) {
+	// Renewed every quarter lease until its release, the Java call in
+	// between included (which may take longer than a lease on a loaded
+	// machine).
+	renew := func() error {
 		got, err := generated.RwlockReadRenew(ctx, rdb, generated.RwlockReadRenewKeys{Keys: []string{n.name, n.prefix}},
 			generated.RwlockReadRenewArgs{LeaseMS: short, Fields: []string{g.field}})
 		if err != nil || len(got) != 1 || got[0] != 1 {
-			t.Fatalf("renew = %v, %v; want [1]", got, err)
+			return fmt.Errorf("renew = %v, %v; want [1]", got, err)
 		}
+		return nil
 	}
+	stop, renewed := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var err error
+		tick := time.NewTicker(short / 4 * time.Millisecond)
+		defer tick.Stop()
+		for err == nil {
+			select {
+			case <-stop:
+				renewed <- renew() // the release follows at once
+				return
+			case <-tick.C:
+				err = renew()
+			}
+		}
+		renewed <- err
+	}()
+	time.Sleep(3 * short * time.Millisecond) // three leases, renewed
 	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock beside a renewed Go reader", "false")
+	close(stop)
+	if err := <-renewed; err != nil {
+		t.Fatal(err)
+	}
 	wantReleased(t, "Go read release", 1)(g.readRelease(ctx, 1))
 	javaSays(t, s.ag.do(t, "jt", "trylock", n.name, "rw", 0, -1), "write tryLock after the Go reader left", "true")
 	s.ag.do(t, "jt", "unlock", n.name, "rw")

@@ -2,7 +2,11 @@
 // the real Redisson Java client on one Redis, standalone and a 3-master
 // cluster (tests/harness): mutual exclusion both ways, wake-up latency both
 // ways, fair arrival order across languages, re-entry, the watchdog, and
-// Redisson's forceUnlock reaching a Go holder. Redisson runs in a small Java
+// Redisson's forceUnlock reaching a Go holder. On a Sentinel deployment
+// (sentinel_test.go) both sides wait for the replica after their
+// acquisitions, Redisson with its own WAIT and lualock with its replica
+// acknowledgement, still exclude each other, and keep their holds through
+// a failover. Redisson runs in a small Java
 // agent of this project's own (agent/Agent.java), compiled by the test
 // against the jars that LUALOCK_REDISSON_JARS names; without them the tests
 // skip loudly, or fail when LUALOCK_REQUIRE_REDISSON=1 (CI).
@@ -17,8 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/lualock/lualock/tests/harness"
 )
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 	}
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := harness.FindLeaks(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

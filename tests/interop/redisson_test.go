@@ -40,6 +40,9 @@ type suite struct {
 	// PubSubBoth; cliPubSub is the lualock command's -pubsub (there plain).
 	goOpts    lualock.Options
 	cliPubSub string
+	// waits, on a replicated deployment, counts the primary's WAIT
+	// commands: exclusion checks that its acquisitions sent theirs.
+	waits *waitStats
 }
 
 // TestRedisson runs every scenario for each jar of LUALOCK_REDISSON_JARS on
@@ -55,21 +58,26 @@ func TestRedisson(t *testing.T) {
 				start := time.Now()
 				s.ag = startAgent(t, j, s.b.cluster, javaWatchdog, s.b.addrs)
 				t.Logf("agent ready in %v; Go pub/sub %v, CLI -pubsub %q", time.Since(start), s.goOpts.PubSub, s.cliPubSub)
-				for _, fair := range []bool{false, true} {
-					k := "reentrant"
-					if fair {
-						k = "fair"
-					}
-					t.Run("exclusion/"+k, func(t *testing.T) { s.exclusion(t, fair) })
-					t.Run("wakeup/"+k, func(t *testing.T) { s.wakeup(t, fair) })
-					t.Run("reentry/"+k, func(t *testing.T) { s.reentry(t, fair) })
-					t.Run("forceUnlock/"+k, func(t *testing.T) { s.forceUnlock(t, fair) })
-				}
-				t.Run("fairOrder", s.fairOrder)
-				t.Run("watchdog", s.watchdog)
+				s.scenarios(t)
 			})
 		}
 	}
+}
+
+// scenarios runs every scenario of the suite.
+func (s *suite) scenarios(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		k := "reentrant"
+		if fair {
+			k = "fair"
+		}
+		t.Run("exclusion/"+k, func(t *testing.T) { s.exclusion(t, fair) })
+		t.Run("wakeup/"+k, func(t *testing.T) { s.wakeup(t, fair) })
+		t.Run("reentry/"+k, func(t *testing.T) { s.reentry(t, fair) })
+		t.Run("forceUnlock/"+k, func(t *testing.T) { s.forceUnlock(t, fair) })
+	}
+	t.Run("fairOrder", s.fairOrder)
+	t.Run("watchdog", s.watchdog)
 }
 
 // exclusion: two Redisson threads and two Go handles each take the lock
@@ -78,11 +86,17 @@ func TestRedisson(t *testing.T) {
 // shared counter, which ends at the number of holds only if no two holds
 // overlapped.
 func (s *suite) exclusion(t *testing.T, fair bool) {
-	const perOwner = 40
+	const perOwner = exclusionHolds
 	ctx := context.Background()
 	rdb := s.b.rdb
 	name := uniqueName(t)
 	inside, counter := name+":inside", name+":counter"
+	if s.waits != nil {
+		before := s.waits.read()
+		defer func() {
+			s.waits.atLeast(t, before, s.acquisitionWaits(2*perOwner, 2*perOwner), "the exclusion loops' acquisitions")
+		}()
+	}
 	c := newClient(t, rdb, s.goOpts)
 	var java []<-chan reply
 	for _, owner := range []string{"x1", "x2"} {
@@ -194,7 +208,7 @@ func (s *suite) wakeup(t *testing.T, fair bool) {
 		// Redisson -> lualock command.
 		name = fmt.Sprintf("%s-jc%d", uniqueName(t), i)
 		s.ag.do(t, "h", "lock", name, kindArg(fair), 30000)
-		args := []string{"lock", "-addr", s.b.addrs[0]}
+		args := append([]string{"lock"}, s.b.connFlags()...)
 		if fair {
 			args = append(args, "-fair")
 		}
@@ -374,7 +388,7 @@ func (s *suite) forceUnlock(t *testing.T, fair bool) {
 
 	// The lualock command: exit 3.
 	name = uniqueName(t) + "-cli"
-	args := []string{"lock", "-addr", s.b.addrs[0], "-grace", "1s"}
+	args := append(append([]string{"lock"}, s.b.connFlags()...), "-grace", "1s")
 	if fair {
 		args = append(args, "-fair")
 	}

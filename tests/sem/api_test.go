@@ -515,3 +515,69 @@ func TestSemaphoreAPI_lostReplies(t *testing.T) {
 		}
 	})
 }
+
+// heldReply holds the reply of a permit release until the permit's
+// Context ends or a while passes: the hold tracker hears the release's
+// own write and checks the permit first.
+type heldReply struct {
+	permit atomic.Pointer[lualock.Permit]
+}
+
+func (h *heldReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *heldReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *heldReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if p := h.permit.Load(); p != nil && err == nil && len(args) > 1 && args[1] == generated.ExpirableSemaphoreReleaseSHA1 {
+			select {
+			case <-p.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return err
+	}
+}
+
+// TestPermitAPI_releaseNotLoss: a Release whose reply comes after the hold
+// tracker has heard the release's own write (and checked the permit, now
+// gone) still ends the permit with ErrNotHeld: Release stops watching
+// before it sends. Before that, the tracker ended it with ErrLockLost.
+func TestPermitAPI_releaseNotLoss(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.mini != nil {
+			t.Skip("miniredis has no client-side caching: no hold tracker")
+		}
+		c := ctx(t)
+		hook := &heldReply{}
+		b.rdb.AddHook(hook)
+		cl := newClient(t, b, lualock.Options{})
+		e := cl.NewPermitExpirableSemaphore(uniqueName(t, false))
+		if _, err := e.TrySetPermits(c, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, lease := range []time.Duration{0, time.Minute} {
+			var p *lualock.Permit
+			var err error
+			if lease == 0 {
+				p, err = e.Acquire(c)
+			} else {
+				p, err = e.AcquireLease(c, lease)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			hook.permit.Store(p)
+			err = p.Release(c)
+			hook.permit.Store(nil)
+			if err != nil {
+				t.Fatalf("lease %v: Release: %v", lease, err)
+			}
+			if cause := context.Cause(p.Context()); !errors.Is(cause, lualock.ErrNotHeld) {
+				t.Fatalf("lease %v: cause after Release: %v, want ErrNotHeld", lease, cause)
+			}
+		}
+	})
+}

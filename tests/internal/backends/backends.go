@@ -13,7 +13,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/lualock/lualock/tests/harness"
 )
@@ -23,7 +22,7 @@ import (
 func Main(m *testing.M) {
 	code := harness.Run(m)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := harness.FindLeaks(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

@@ -3,9 +3,13 @@
 // It is started by the Go test (tests/interop) with
 //
 //     java -cp REDISSON_JAR:DEPS:CLASSES Agent single|cluster WATCHDOG_MS ADDR...
+//     java -cp REDISSON_JAR:DEPS:CLASSES Agent sentinel WATCHDOG_MS MASTER ADDR...
 //
 // where ADDR is redis://127.0.0.1:PORT (one for single, the cluster's nodes
-// for cluster) and WATCHDOG_MS is Redisson's lockWatchdogTimeout. It prints
+// for cluster, the Sentinels for sentinel, which reach the primary they
+// name MASTER, reading from it too) and WATCHDOG_MS is Redisson's
+// lockWatchdogTimeout. Everything else is Redisson's default (on a
+// Sentinel deployment: a WAIT for the replicas after each lock script). It prints
 // "ready" once connected, then reads one command per line on stdin:
 //
 //     ID OWNER OP ARG...
@@ -87,6 +91,7 @@ import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
+import org.redisson.config.ReadMode;
 
 public final class Agent {
     private static final PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
@@ -94,7 +99,7 @@ public final class Agent {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 3) {
-            System.err.println("usage: Agent single|cluster WATCHDOG_MS ADDR...");
+            System.err.println("usage: Agent single|cluster WATCHDOG_MS ADDR... | Agent sentinel WATCHDOG_MS MASTER ADDR...");
             System.exit(2);
         }
         Config cfg = new Config();
@@ -103,6 +108,12 @@ public final class Agent {
         String[] addrs = Arrays.copyOfRange(args, 2, args.length);
         if (args[0].equals("cluster")) {
             cfg.useClusterServers().addNodeAddress(addrs);
+        } else if (args[0].equals("sentinel")) {
+            // Reads from the primary: the tests' shared counters are read
+            // by Redisson inside the lock, and a replica's copy lags.
+            cfg.useSentinelServers().setMasterName(addrs[0])
+                .addSentinelAddress(Arrays.copyOfRange(addrs, 1, addrs.length))
+                .setReadMode(ReadMode.MASTER);
         } else {
             cfg.useSingleServer().setAddress(addrs[0]);
         }
