@@ -121,6 +121,7 @@ type nodeReplicas struct {
 	c     *redis.Client // the primary's client
 	n     atomic.Int64  // the replicas to wait for (see store)
 	at    atomic.Int64  // unix ns of the last read; 0: never read
+	tried atomic.Int64  // unix ns of the refresher's last read, failed or not
 	first sync.Once     // the first read (see replicaAck.first)
 
 	// Under replicaAck.mu: the replication history the count keeps.
@@ -357,19 +358,26 @@ func (r *replicaAck) read(ctx context.Context, nr *nodeReplicas) {
 	if r.emulated(nr) {
 		return
 	}
+	nr.tried.Store(time.Now().UnixNano())
 	if n, replid, err := readReplicas(ctx, nr.c); err == nil {
 		r.store(nr, n, replid)
 	}
 }
 
-// fastNodes returns the primaries in fast mode whose last read is
-// replicaFast old.
+// lastTry is when the refresher last read nr, or anything stored its
+// count, whichever is later.
+func (nr *nodeReplicas) lastTry() time.Time {
+	return time.Unix(0, max(nr.at.Load(), nr.tried.Load()))
+}
+
+// fastNodes returns the primaries in fast mode whose last read (failed or
+// not) is replicaFast old.
 func (r *replicaAck) fastNodes(now time.Time) []*nodeReplicas {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var due []*nodeReplicas
 	for _, nr := range r.nodes {
-		if now.Before(nr.fast) && now.Sub(time.Unix(0, nr.at.Load())) >= replicaFast {
+		if now.Before(nr.fast) && now.Sub(nr.lastTry()) >= replicaFast {
 			due = append(due, nr)
 		}
 	}
@@ -384,7 +392,7 @@ func (r *replicaAck) next(now, full time.Time) time.Duration {
 	at := full
 	for _, nr := range r.nodes {
 		if now.Before(nr.fast) {
-			at = minTime(at, time.Unix(0, nr.at.Load()).Add(replicaFast))
+			at = minTime(at, nr.lastTry().Add(replicaFast))
 		}
 	}
 	return max(at.Sub(now), time.Millisecond)

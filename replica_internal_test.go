@@ -72,4 +72,15 @@ func TestReplicaAck_fastReads(t *testing.T) {
 	b := add("b") // a cluster's replica promoted: a primary new to the client
 	r.store(b, 0, "id4")
 	fast("a new primary without replicas", b, true)
+
+	// A fast read that failed is tried again replicaFast later, not at once.
+	now := time.Now()
+	b.at.Store(now.Add(-time.Second).UnixNano())
+	b.tried.Store(now.UnixNano())
+	if due := r.fastNodes(now); len(due) != 0 {
+		t.Errorf("a primary whose fast read just failed is due again at once")
+	}
+	if wait := r.next(now, full(now)); wait < replicaFast/2 {
+		t.Errorf("the refresher sleeps %v after a failed fast read, want about %v", wait, replicaFast)
+	}
 }
