@@ -121,20 +121,84 @@ func newTracker(c *Client) *track.Tracker {
 	case *redis.ClusterClient:
 		opt := rdb.Options()
 		cfg.Slot = keys.Slot
+		p := &clusterPlacer{rdb: rdb, down: map[string]unreached{}}
 		return track.New(track.Dialer{
-			Addr: func(ctx context.Context, key string) (string, error) {
-				n, err := rdb.MasterForKey(ctx, key)
-				if err != nil {
-					return "", err
-				}
-				return n.Options().Addr, nil
-			},
+			Addr:    p.addr,
 			Dial:    clusterDialer(opt),
 			Auth:    auth(opt.Username, opt.Password, opt.CredentialsProvider, opt.CredentialsProviderContext),
-			Refresh: rdb.ReloadState,
+			Refresh: p.refresh,
 		}, cfg)
 	}
 	return nil
+}
+
+// clusterPlacer finds the node of a key for the tracker on a cluster: the
+// master of its slot in the cluster client's view, unless the tracker
+// could not reach that master just now (Refresh): then another master,
+// whose MOVED reply to the check names the slot's master as that node
+// knows it. After a failover the promoted replica tells every node at
+// once, while go-redis reloads its view at most every 200ms: the watches
+// of the crashed master reach the promoted one within the tracker's
+// retries, and a hold the promotion lost is reported then. A check sent
+// to a node that does not serve the slot is refused with MOVED (it never
+// reads the key there), so this costs the redirections only.
+type clusterPlacer struct {
+	rdb *redis.ClusterClient
+
+	mu   sync.Mutex
+	down map[string]unreached // by master address
+}
+
+// unreached is a master the tracker could not reach: when it last failed,
+// and the master its watches go to instead.
+type unreached struct {
+	at    time.Time
+	other string
+}
+
+// unreachedFor is how long after the tracker's last failure to reach a
+// master the placer sends its keys' checks elsewhere: longer than the
+// tracker's retries (MaxBackoff), short enough that a master that answers
+// again is used again at once.
+const unreachedFor = 100 * time.Millisecond
+
+// refresh records that the tracker could not reach addr, and asks the
+// cluster client to reload its view.
+func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
+	var other string
+	var mu sync.Mutex
+	_ = p.rdb.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if a := c.Options().Addr; a != addr && (other == "" || a < other) {
+			other = a
+		}
+		return nil
+	})
+	p.mu.Lock()
+	for a, u := range p.down {
+		if time.Since(u.at) > unreachedFor {
+			delete(p.down, a)
+		}
+	}
+	p.down[addr] = unreached{at: time.Now(), other: other}
+	p.mu.Unlock()
+	p.rdb.ReloadState(ctx)
+}
+
+func (p *clusterPlacer) addr(ctx context.Context, key string) (string, error) {
+	m, err := p.rdb.MasterForKey(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	addr := m.Options().Addr
+	p.mu.Lock()
+	u, ok := p.down[addr]
+	p.mu.Unlock()
+	if ok && u.other != "" && time.Since(u.at) <= unreachedFor {
+		return u.other, nil
+	}
+	return addr, nil
 }
 
 // auth returns the credentials of a go-redis client's options.

@@ -76,6 +76,17 @@ func (m *ReplicaAck) UnmarshalText(text []byte) error {
 // joins a primary is waited for from the next read on.
 const replicaRefresh = time.Second
 
+// replicaFast is how often a primary is read instead while a replica is
+// expected to (re)join it: a read found none on a client that has seen
+// replicas, after a failover (a new replication id, or a primary new to
+// the client) or after the replicas left. replicaFastFor bounds that, from
+// the read that started it: at most replicaFastFor/replicaFast reads more
+// per such event and primary, none on a deployment that never had replicas.
+const (
+	replicaFast    = 100 * time.Millisecond
+	replicaFastFor = 30 * time.Second
+)
+
 // replicaSticky is how long a primary that had replicas connected is
 // still waited for after a read finds none (a replica reconnecting, as
 // after a Sentinel reconfigures it): WAIT then waits for it to come back,
@@ -99,6 +110,7 @@ type replicaAck struct {
 	start sync.Once // the refresher, at the first primary seen
 	mu    sync.Mutex
 	nodes map[string]*nodeReplicas // by primary address; "" for a non-cluster client
+	had   bool                     // a read found replicas on some primary (under mu)
 	// quietUntil (unix ns): until then every primary seen has no replica,
 	// so an attempt needs no pinned connection.
 	quietUntil atomic.Int64
@@ -109,12 +121,15 @@ type nodeReplicas struct {
 	c     *redis.Client // the primary's client
 	n     atomic.Int64  // the replicas to wait for (see store)
 	at    atomic.Int64  // unix ns of the last read; 0: never read
+	tried atomic.Int64  // unix ns of the refresher's last read, failed or not
 	first sync.Once     // the first read (see replicaAck.first)
 
 	// Under replicaAck.mu: the replication history the count keeps.
 	replid string    // the primary's replication id at the last read
 	peak   int64     // the most replicas read since replid began
 	seen   time.Time // when a read last found replicas connected
+	last   int64     // the replicas the last read found (-1: never read)
+	fast   time.Time // until then the refresher reads it every replicaFast
 }
 
 // newReplicaAck returns the client's acknowledgement, or nil when it is
@@ -297,7 +312,7 @@ func (r *replicaAck) node(addr string, c *redis.Client) *nodeReplicas {
 	defer r.mu.Unlock()
 	nr := r.nodes[addr]
 	if nr == nil {
-		nr = &nodeReplicas{c: c}
+		nr = &nodeReplicas{c: c, last: -1}
 		r.nodes[addr] = nr
 		r.start.Do(func() { r.c.background(r.refresh) })
 	}
@@ -305,32 +320,89 @@ func (r *replicaAck) node(addr string, c *redis.Client) *nodeReplicas {
 }
 
 // refresh reads every known primary's count every replicaRefresh until the
-// client closes: the counts are never older than that (plus an INFO's
-// round trip), and no acquisition waits for a read.
+// client closes, and the primaries in fast mode (nodeReplicas.fast) every
+// replicaFast: the counts are never older than that (plus an INFO's round
+// trip), and no acquisition waits for a read.
 func (r *replicaAck) refresh() {
-	t := time.NewTicker(replicaRefresh)
+	t := time.NewTimer(replicaRefresh)
 	defer t.Stop()
+	full := time.Now().Add(replicaRefresh) // the next read of every primary
 	for {
 		select {
 		case <-r.c.ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(r.c.ctx, replicaRefresh)
-		if cc, ok := r.c.rdb.(*redis.ClusterClient); ok {
-			r.refreshCluster(ctx, cc)
+		if now := time.Now(); !now.Before(full) {
+			full = now.Add(replicaRefresh)
+			ctx, cancel := context.WithTimeout(r.c.ctx, replicaRefresh)
+			if cc, ok := r.c.rdb.(*redis.ClusterClient); ok {
+				r.refreshCluster(ctx, cc)
+			} else {
+				r.read(ctx, r.node("", r.c.rdb.(*redis.Client)))
+			}
+			cancel()
 		} else {
-			nr := r.node("", r.c.rdb.(*redis.Client))
-			if r.emulated(nr) {
-				cancel()
-				continue
+			ctx, cancel := context.WithTimeout(r.c.ctx, replicaRefresh)
+			for _, nr := range r.fastNodes(now) {
+				r.read(ctx, nr)
 			}
-			if n, replid, err := readReplicas(ctx, nr.c); err == nil {
-				r.store(nr, n, replid)
-			}
+			cancel()
 		}
-		cancel()
+		t.Reset(r.next(time.Now(), full))
 	}
+}
+
+// read reads nr's count, unless a read found it has no replication.
+func (r *replicaAck) read(ctx context.Context, nr *nodeReplicas) {
+	if r.emulated(nr) {
+		return
+	}
+	nr.tried.Store(time.Now().UnixNano())
+	if n, replid, err := readReplicas(ctx, nr.c); err == nil {
+		r.store(nr, n, replid)
+	}
+}
+
+// lastTry is when the refresher last read nr, or anything stored its
+// count, whichever is later.
+func (nr *nodeReplicas) lastTry() time.Time {
+	return time.Unix(0, max(nr.at.Load(), nr.tried.Load()))
+}
+
+// fastNodes returns the primaries in fast mode whose last read (failed or
+// not) is replicaFast old.
+func (r *replicaAck) fastNodes(now time.Time) []*nodeReplicas {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var due []*nodeReplicas
+	for _, nr := range r.nodes {
+		if now.Before(nr.fast) && now.Sub(nr.lastTry()) >= replicaFast {
+			due = append(due, nr)
+		}
+	}
+	return due
+}
+
+// next returns how long the refresher sleeps: until the next read of
+// every primary (full), or the next fast read, if sooner.
+func (r *replicaAck) next(now, full time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at := full
+	for _, nr := range r.nodes {
+		if now.Before(nr.fast) {
+			at = minTime(at, nr.lastTry().Add(replicaFast))
+		}
+	}
+	return max(at.Sub(now), time.Millisecond)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // refreshCluster reads the count of every master of the cluster client's
@@ -345,13 +417,7 @@ func (r *replicaAck) refreshCluster(ctx context.Context, cc *redis.ClusterClient
 		mu.Lock()
 		masters[addr] = true
 		mu.Unlock()
-		nr := r.node(addr, m)
-		if r.emulated(nr) {
-			return nil
-		}
-		if n, replid, err := readReplicas(ctx, m); err == nil {
-			r.store(nr, n, replid)
-		}
+		r.read(ctx, r.node(addr, m))
 		return nil
 	})
 	if err != nil {
@@ -388,12 +454,23 @@ func (r *replicaAck) store(nr *nodeReplicas, n int64, replid string) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Fast reads start when a read finds no replica where one is expected
+	// soon, on a client that has seen replicas: a primary read for the
+	// first time, under a new replication id, or that had replicas at the
+	// last read. They end when a replica is read, or after replicaFastFor.
+	switch {
+	case n > 0:
+		nr.fast = time.Time{}
+	case r.had && (nr.last != 0 || replid != nr.replid):
+		nr.fast = now.Add(replicaFastFor)
+	}
 	if replid != nr.replid {
 		nr.replid, nr.peak = replid, 0
 	}
 	if n > 0 {
-		nr.seen = now
+		nr.seen, r.had = now, true
 	}
+	nr.last = n
 	if n >= nr.peak || now.Sub(nr.seen) > replicaSticky {
 		nr.peak = n
 	}

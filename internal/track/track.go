@@ -83,10 +83,10 @@ type Dialer struct {
 	Auth func(ctx context.Context) (username, password string, err error)
 	// DB is the database to SELECT (0: none).
 	DB int
-	// Refresh, when not nil, is called after a node could not be reached,
-	// before the watches of that node are placed again by Addr (a
-	// cluster's slot map).
-	Refresh func(ctx context.Context)
+	// Refresh, when not nil, is called with the address of a node that
+	// could not be reached, before the watches of that node are placed
+	// again by Addr (a cluster's slot map).
+	Refresh func(ctx context.Context, addr string)
 }
 
 // Config sets the tracker's bounds.
@@ -594,7 +594,7 @@ func (n *node) replace() {
 	if t.d.Refresh == nil {
 		return
 	}
-	t.d.Refresh(t.ctx)
+	t.d.Refresh(t.ctx, n.addr)
 	t.mu.Lock()
 	var ws []watchRef
 	var ks []string

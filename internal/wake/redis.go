@@ -60,6 +60,7 @@ type psConn struct {
 	perNode bool          // one of the sharded connections of a cluster, one per primary
 	chans   int
 	dead    bool // dropped: its last channel left, or it broke
+	heard   bool // a subscription was confirmed on it
 	// ownUnsubs counts the SUNSUBSCRIBE sent on it whose confirmation has
 	// not come, to tell them from those Redis sends when a slot moves.
 	ownUnsubs map[string]int
@@ -331,13 +332,20 @@ func (s *pubsub) listenNode(conn *psConn) {
 			return
 		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && !pinged {
+		if errors.As(err, &ne) && ne.Timeout() && !pinged && s.heard(conn) {
 			pinged = true
 			if conn.ps.Ping(ctx) == nil {
 				continue
 			}
 		}
-		// Broken: let a restarting node or a failover settle a moment.
+		// Broken, or silent without a confirmation (its node does not
+		// serve its channels: a demoted primary back as a replica): let a
+		// restarting node or a failover settle a moment, while the
+		// cluster client reloads its slot map (go-redis does so on its
+		// own only every minute), then place its channels again.
+		if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
 		t := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-t.C:
@@ -348,6 +356,13 @@ func (s *pubsub) listenNode(conn *psConn) {
 		s.replace(conn)
 		return
 	}
+}
+
+// heard reports whether a subscription was confirmed on conn.
+func (s *pubsub) heard(conn *psConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return conn.heard
 }
 
 // gone reports whether conn was dropped or the transport closed.
@@ -411,6 +426,7 @@ func (s *pubsub) unsubscribed(conn *psConn, channel string) {
 // placed again).
 func (s *pubsub) confirmed(conn *psConn, channel string) {
 	s.mu.Lock()
+	conn.heard = true
 	cs := s.chans[channel]
 	if cs == nil || cs.conn != conn {
 		s.mu.Unlock()

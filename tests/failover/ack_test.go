@@ -25,22 +25,8 @@ func TestAck_notReplicated(t *testing.T) {
 	d := harness.StartSentinel(t, harness.SentinelOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := func(mode lualock.ReplicaAck) *lualock.Client {
-		rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
-		t.Cleanup(func() { _ = rdb.Close() })
-		return backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, ReplicaAckTimeout: 200 * time.Millisecond})
-	}
-	on, off := client(lualock.ReplicaAckOne), client(lualock.ReplicaAckOff)
-	names := map[string]string{}
-	tag := roundTag(t.Name(), 0)
-	for _, k := range kinds() {
-		names[k.name] = tag + ":" + k.name
-		if k.setup != nil {
-			if err := k.setup(ctx, on, names[k.name]); err != nil {
-				t.Fatalf("%s setup: %v", k.name, err)
-			}
-		}
-	}
+	clients, tag, names := ackSetup(t, ctx, d, lualock.ReplicaAckOne, lualock.ReplicaAckOff)
+	on, off := clients[0], clients[1]
 	// A hold taken while the link is up, re-entered once it is cut.
 	// (A first hold not acknowledged within the short timeout, on a loaded
 	// machine, was given back: take it again.)
@@ -76,6 +62,30 @@ func TestAck_notReplicated(t *testing.T) {
 			t.Fatalf("%s: release: %v", k.name, err)
 		}
 	}
+}
+
+// ackSetup returns a client of d per mode (acknowledgement timeout
+// 200ms), the test's hash tag and a name per kind under it, set up by the
+// first client.
+func ackSetup(t *testing.T, ctx context.Context, d *harness.Sentinel, modes ...lualock.ReplicaAck) ([]*lualock.Client, string, map[string]string) {
+	t.Helper()
+	var clients []*lualock.Client
+	for _, mode := range modes {
+		rdb := d.Client(func(o *redis.FailoverOptions) { o.ContextTimeoutEnabled = true })
+		t.Cleanup(func() { _ = rdb.Close() })
+		clients = append(clients, backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, ReplicaAckTimeout: 200 * time.Millisecond}))
+	}
+	tag := roundTag(t.Name(), 0)
+	names := map[string]string{}
+	for _, k := range kinds() {
+		names[k.name] = tag + ":" + k.name
+		if k.setup != nil {
+			if err := k.setup(ctx, clients[0], names[k.name]); err != nil {
+				t.Fatalf("%s setup: %v", k.name, err)
+			}
+		}
+	}
+	return clients, tag, names
 }
 
 // checkReentryUndone: a re-entry the replicas do not acknowledge fails
@@ -169,5 +179,73 @@ func TestAck_noReplicas(t *testing.T) {
 	}
 	if i := cmds.count("info"); i < 1 || i > 1+secs {
 		t.Errorf("%d INFOs in %ds for %d acquisitions, want 1 and at most one a second", i, secs, n)
+	}
+}
+
+// TestAck_allOrOne: on a primary with two replicas, one of them paused
+// (connected but acknowledging nothing), every kind's acquisition fails
+// with ErrNotReplicated under ReplicaAckAll and leaves nothing held, while
+// under ReplicaAckOne it succeeds; once the replica runs again,
+// ReplicaAckAll acquisitions succeed.
+func TestAck_allOrOne(t *testing.T) {
+	t.Parallel()
+	d := harness.StartSentinel(t, harness.SentinelOptions{Replicas: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clients, tag, names := ackSetup(t, ctx, d, lualock.ReplicaAckAll, lualock.ReplicaAckOne)
+	all, one := clients[0], clients[1]
+	// Both clients know the two replicas: an acquisition of each went
+	// through (under ReplicaAckAll: both acknowledged it).
+	for _, c := range []*lualock.Client{all, one} {
+		l := c.NewLock(tag + ":first")
+		if err := l.Lock(ctx); err != nil {
+			t.Fatalf("first acquisition with both replicas running: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := d.Nodes()[2]
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := paused.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	for _, k := range kinds() {
+		if _, err := k.take(ctx, all, names[k.name]); !errors.Is(err, lualock.ErrNotReplicated) {
+			t.Fatalf("%s, ReplicaAckAll, a replica paused: %v, want ErrNotReplicated", k.name, err)
+		}
+		h, err := k.take(ctx, one, names[k.name])
+		if err != nil {
+			t.Fatalf("%s, ReplicaAckOne, a replica paused: %v (what ReplicaAckAll gave back is not free?)", k.name, err)
+		}
+		if err := h.release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", k.name, err)
+		}
+	}
+	resume()
+	for _, k := range kinds() {
+		var h hold
+		var err error
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			// The resumed replica first works off what it missed.
+			if h, err = k.take(ctx, all, names[k.name]); !errors.Is(err, lualock.ErrNotReplicated) || time.Since(start) > 10*time.Second {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s, ReplicaAckAll, both replicas running: %v", k.name, err)
+		}
+		if err := h.release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", k.name, err)
+		}
 	}
 }

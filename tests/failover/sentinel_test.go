@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/internal/keys"
+	"github.com/lualock/lualock/tests/harness"
 	"github.com/lualock/lualock/tests/internal/backends"
 )
 
@@ -34,10 +35,12 @@ const (
 	// the fallback timer (MaxWaitTimer, 10s), so only a release message
 	// heard on the new primary wakes it in time.
 	wokenWithin = 5 * time.Second
-	// countRefresh is longer than a client trusts a primary's replica
-	// count (1.5s; it reads them every second, see docs/GUIDE.md,
-	// Failover).
-	countRefresh = 2 * time.Second
+	// settle is how long the rounds let a waiter settle on the new
+	// primary before the release it must hear.
+	settle = 2 * time.Second
+	// followWithin bounds how long after the deployment is stable again a
+	// waiter takes to subscribe on the new primary.
+	followWithin = 15 * time.Second
 	// failovers is the rounds of a run with acknowledgement (full size).
 	failovers = 50
 )
@@ -46,31 +49,30 @@ const (
 // round's second holder obtains what the first holds, for every kind; the
 // waiter follows the new primary and is woken by the release; the holds
 // that survived are still held and renewed a lease later, one failover or
-// more after.
-//
-// It runs only with LUALOCK_FAILOVER_SENTINEL_ACK=1: on this deployment
-// some rounds (one in 6 to 50) still take unacknowledged acquisitions after
-// a failover: the client read the promoted primary's replica count as 0
-// while its replica rejoined (Sentinel converted a rejoining node that had
-// come back as a primary, and the primaries' replication ids changed
-// several times within a round), and the next crash lost them. The cluster
-// rounds (TestCluster_ackOne) do not show it. Until that is understood,
-// this test is not part of make test.
-func TestSentinel_ackOne(t *testing.T) {
-	if os.Getenv("LUALOCK_FAILOVER_SENTINEL_ACK") != "1" {
-		t.Skip("set LUALOCK_FAILOVER_SENTINEL_ACK=1: some Sentinel rounds still take unacknowledged acquisitions (see the comment)")
-	}
-	t.Parallel()
-	ackOne(t, startSentinel(t))
-}
+// more after. Each round starts once the deployment is stable and the
+// first holder's probe acquisition was acknowledged (knowsReplica).
+func TestSentinel_ackOne(t *testing.T) { t.Parallel(); ackOne(t, startSentinel(t, 1)) }
 
 // TestCluster_ackOne is TestSentinel_ackOne on a cluster whose masters
 // have a replica each: the round's names share a slot, whose master
 // crashes.
 func TestCluster_ackOne(t *testing.T) { t.Parallel(); ackOne(t, startCluster(t)) }
 
+// TestSentinel_ackAll is TestSentinel_ackOne with ReplicaAckAll on a
+// deployment with two replicas, both lagging: every acquisition waits for
+// both, so whichever one Sentinel promotes has it. (TestAck_allOrOne
+// shows where all and one part.)
+func TestSentinel_ackAll(t *testing.T) {
+	t.Parallel()
+	ackOn(t, startSentinel(t, 2), lualock.ReplicaAckAll, backends.Scale(6, 3))
+}
+
 func ackOne(t *testing.T, d deployment) {
-	r := rounds(t, d, lualock.ReplicaAckOne, backends.Scale(failovers, 6))
+	ackOn(t, d, lualock.ReplicaAckOne, backends.Scale(failovers, 6))
+}
+
+func ackOn(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) {
+	r := rounds(t, d, mode, n)
 	t.Log(r)
 	for k, n := range r.overlaps {
 		if n != 0 {
@@ -84,10 +86,11 @@ func ackOne(t *testing.T, d deployment) {
 
 // TestSentinel_ackOff: without replica acknowledgement the same rounds
 // lose holds of every kind to the second holder, often while the first
-// still believes it holds (an overlap; otherwise its watchdog told it
-// first), so TestSentinel_ackOne proves the mechanism, not luck; the first
-// holders of the lost holds are told.
-func TestSentinel_ackOff(t *testing.T) { t.Parallel(); ackOff(t, startSentinel(t)) }
+// still believes it holds (an overlap; otherwise the hold tracker or the
+// watchdog told it first: the lock kinds' holders are told, the plain
+// semaphore's are not), so TestSentinel_ackOne proves the mechanism, not
+// luck; the first holders of the lost holds are told, and when (result).
+func TestSentinel_ackOff(t *testing.T) { t.Parallel(); ackOff(t, startSentinel(t, 1)) }
 
 // TestCluster_ackOff is TestSentinel_ackOff on the replicated cluster.
 func TestCluster_ackOff(t *testing.T) { t.Parallel(); ackOff(t, startCluster(t)) }
@@ -119,6 +122,14 @@ type result struct {
 	renewed   int            // holds checked held more than a lease after they were taken
 	failovers []time.Duration
 	acquire   []time.Duration // the first holder's acquisitions, each
+	// toldAfter: from the promoted replica's first answer as a primary to
+	// the end of a lost hold's Context, each.
+	toldAfter []time.Duration
+	// toldNamed: the same from a Sentinel's first naming the new primary.
+	toldNamed []time.Duration
+	byRenewal int             // lost holds told by the watchdog's renewal rather than the hold tracker
+	known     []time.Duration // from a round's first probe to the one acknowledged
+	unknown   int             // probes not acknowledged (the client did not know the replicas yet)
 }
 
 func (r result) String() string {
@@ -135,6 +146,18 @@ func (r result) String() string {
 	fmt.Fprintf(&b, " holds renewed past a lease after a failover: %d;", r.renewed)
 	fmt.Fprintf(&b, " promotion p50 %v max %v; acquisition p50 %v max %v",
 		pct(r.failovers, 50), pct(r.failovers, 100), pct(r.acquire, 50), pct(r.acquire, 100))
+	if len(r.known) > 0 {
+		fmt.Fprintf(&b, "; the client knew the replicas after probing p50 %v max %v (%d probes not acknowledged)",
+			pct(r.known, 50), pct(r.known, 100), r.unknown)
+	}
+	if len(r.toldAfter) > 0 {
+		fmt.Fprintf(&b, "; lost holds told (%d by a renewal, the others by the hold tracker) after the promoted node answered: p50 %v p99 %v max %v (%d)",
+			r.byRenewal, pct(r.toldAfter, 50), pct(r.toldAfter, 99), pct(r.toldAfter, 100), len(r.toldAfter))
+	}
+	if len(r.toldNamed) > 0 {
+		fmt.Fprintf(&b, "; after a Sentinel named it: p50 %v p99 %v max %v",
+			pct(r.toldNamed, 50), pct(r.toldNamed, 99), pct(r.toldNamed, 100))
+	}
 	return b.String()
 }
 
@@ -160,10 +183,15 @@ type kept struct {
 // (losing what the link still carried), and once the replica is promoted
 // the second holder makes one attempt on each kind.
 func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
-	client := func() *lualock.Client {
-		return backends.NewClient(t, d.client(t), lualock.Options{ReplicaAck: mode, WatchdogLease: lease})
+	tr := newTrace()
+	client := func(hook redis.Hook) *lualock.Client {
+		rdb := d.client(t)
+		if hook != nil {
+			hooked(rdb, hook)
+		}
+		return backends.NewClient(t, rdb, lualock.Options{ReplicaAck: mode, WatchdogLease: lease})
 	}
-	h1, h2, w := client(), client(), client()
+	h1, h2, w := client(tr), client(nil), client(nil)
 	raw := d.client(t)
 
 	r := result{test: t.Name(), mode: mode, rounds: n, overlaps: map[string]int{}, lost: map[string]int{}, told: map[string]int{}}
@@ -184,12 +212,18 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 		// The set-up (the semaphores' permits) is on the replica before
 		// the link lags: only the acquisitions are in the window.
 		replicated(t, ctx, raw, tag+":barrier")
+		if mode != lualock.ReplicaAckOff {
+			knowsReplica(t, ctx, &r, h1, tr, tag+":probe", d.replicas(mode))
+		}
 		lag := linkDelay
 		if mode == lualock.ReplicaAckOff {
 			lag = linkDelayOff
 		}
 		d.setLinkDelay(lag)
+		tr.mark(fmt.Sprintf("round %d: take", round))
 		holds := make([]hold, len(ks))
+		ended := make([]time.Time, len(ks)) // when each hold's Context ended
+		endedC := make([]chan struct{}, len(ks))
 		for i, k := range ks {
 			start := time.Now()
 			h, err := k.take(ctx, h1, names[i])
@@ -198,6 +232,16 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 			}
 			r.acquire = append(r.acquire, time.Since(start))
 			holds[i] = h
+			if h.ctx != nil {
+				endedC[i] = make(chan struct{})
+				context.AfterFunc(h.ctx, func() { ended[i] = time.Now(); close(endedC[i]) })
+			}
+		}
+		tr.mark("taken")
+		if mode != lualock.ReplicaAckOff {
+			if ev, n := tr.cut(); n < len(ks) {
+				t.Logf("round %d: %d WAITs for %d acquisitions:\n%s", round, n, len(ks), ev)
+			}
 		}
 		wl := w.NewLock(names[0]) // a waiter on the reentrant lock
 		woken := make(chan error, 1)
@@ -207,14 +251,20 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		watch := d.watch(pctx, old)
 		crash := time.Now()
+		tr.mark("crash " + old.Addr())
 		d.crash(old)
 		d.setLinkDelay(0)
 		promoted, err := d.promoted(ctx, old, names[0])
 		if err != nil {
 			t.Fatal(err)
 		}
+		answered, named := watch.when()
+		pcancel()
 		r.failovers = append(r.failovers, time.Since(crash))
+		tr.mark("promoted " + promoted.Addr())
 
 		// The second holder, once on the new primary.
 		var probes []hold
@@ -241,11 +291,20 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 				continue
 			}
 			select {
-			case <-holds[i].ctx.Done():
+			case <-endedC[i]:
 				if cause := context.Cause(holds[i].ctx); !errors.Is(cause, lualock.ErrLockLost) {
 					t.Errorf("round %d: %s: the lost hold ended with %v, want ErrLockLost", round, k.name, cause)
 				} else {
 					r.told[k.name]++
+					if strings.Contains(cause.Error(), "the renewal found it gone") { // the watchdog's, not the tracker's
+						r.byRenewal++
+					}
+					if !answered.IsZero() {
+						r.toldAfter = append(r.toldAfter, ended[i].Sub(answered))
+					}
+					if !named.IsZero() {
+						r.toldNamed = append(r.toldNamed, ended[i].Sub(named))
+					}
 				}
 			case <-time.After(2 * lease):
 				t.Errorf("round %d: %s: the first holder was not told of its lost hold within %v", round, k.name, 2*lease)
@@ -257,13 +316,11 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 			}
 		}
 
+		tr.mark("rejoin")
 		if err := d.rejoin(ctx, old, promoted); err != nil {
 			t.Fatal(err)
 		}
-		// The clients read a primary's replica count every second: the
-		// promoted primary had none until the rejoin, and the next
-		// round's acquisitions wait for the replica once they know of it.
-		time.Sleep(countRefresh)
+		tr.mark("stable")
 
 		// The waiter: with acknowledgement the reentrant hold survived and
 		// the waiter waits on the new primary until its release wakes it.
@@ -274,6 +331,12 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 					round, err, context.Cause(holds[0].ctx), r.acquire[len(r.acquire)-len(ks):])
 			default:
 			}
+			// It follows the new primary: subscribed there or on one of
+			// its replicas (a release published on the primary reaches
+			// those too) before the release, and given as long again as
+			// the rounds always gave it (settle) to have done so.
+			subscribedOn(t, ctx, d, keys.Of(names[0]).Channel)
+			time.Sleep(settle)
 			if err := settled(ctx, holds[0].release); err != nil {
 				t.Fatalf("round %d: first holder's reentrant release: %v", round, err)
 			}
@@ -313,6 +376,66 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 		cancel()
 	}
 	return r
+}
+
+// knowsReplica returns once an acquisition by c on name (a probe, given
+// back) sent WAIT for at least want replicas and they acknowledged it: c
+// knows its primary's replicas, so the round's acquisitions wait for them.
+// A promoted primary has none until the old one rejoins it, and a client
+// reads the counts in the background (docs/GUIDE.md, Failover): the round
+// judges the acknowledgement, not how soon a client reads a count.
+func knowsReplica(t *testing.T, ctx context.Context, r *result, c *lualock.Client, tr *trace, name string, want int64) {
+	t.Helper()
+	l := c.NewLock(name)
+	for start := time.Now(); ; r.unknown++ {
+		before, _, _ := tr.lastWait()
+		err := l.Lock(ctx)
+		if err == nil {
+			err = settled(ctx, l.Unlock)
+		}
+		if err != nil && !errors.Is(err, lualock.ErrNotReplicated) {
+			t.Fatalf("probe acquisition: %v", err)
+		}
+		if sent, asked, got := tr.lastWait(); err == nil && sent > before && asked >= want && got >= want {
+			r.known = append(r.known, time.Since(start))
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no acquisition acknowledged by %d replicas within %v of the deployment being stable", want, time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// subscribedOn waits until a client subscribes to channel (plain or
+// sharded pub/sub) on a node of d that runs (the primary that serves it,
+// or a replica, which a release published on the primary reaches too),
+// for up to followWithin; it fails the test with the subscriptions of
+// every node otherwise.
+func subscribedOn(t *testing.T, ctx context.Context, d deployment, channel string) {
+	t.Helper()
+	count := func(n *harness.Node) (int64, error) {
+		rdb := n.Server.Client(func(o *redis.Options) { o.MaintNotificationsConfig = harness.NoMaintNotifications() })
+		defer rdb.Close()
+		plain, sharded, err := harness.NumSub(ctx, rdb, channel)
+		return plain + sharded, err
+	}
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		for _, n := range d.nodes() {
+			if c, err := count(n); err == nil && c > 0 {
+				return
+			}
+		}
+		if time.Since(start) > followWithin {
+			var where []string
+			for _, n := range d.nodes() {
+				c, err := count(n)
+				where = append(where, fmt.Sprintf("%s: %d (%v)", n.Addr(), c, err))
+			}
+			t.Fatalf("the waiter did not subscribe to %s within %v; subscribers per node: %s",
+				channel, followWithin, strings.Join(where, ", "))
+		}
+	}
 }
 
 // renewed checks the kept holds taken more than a lease ago: still held,
