@@ -2,6 +2,7 @@ package track_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,7 +109,7 @@ func TestRelay_refused(t *testing.T) {
 	})
 	select {
 	case r := <-ch:
-		if r.Err != track.ErrNoReply {
+		if !errors.Is(r.Err, track.ErrNoReply) {
 			t.Errorf("reply after the connection broke: %v, %v; want ErrNoReply", r.Val, r.Err)
 		}
 	case <-time.After(10 * time.Second):
@@ -129,4 +130,56 @@ func backendsWait(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// A relayed call larger than the writer's buffer, made after the link
+// was idle longer than Timeout, is written and answered on the same
+// connection: the write deadline is set before the write, not left from
+// the last flush.
+func TestRelay_bigCallAfterIdle(t *testing.T) {
+	s, rdb := server(t)
+	ctx := context.Background()
+	const timeout = 200 * time.Millisecond
+	tr := newTrackerWith(t, s.Addr(), track.Config{Ping: time.Hour, Timeout: timeout})
+	rdb.HSet(ctx, "k", "f", 1)
+	rdb.PExpire(ctx, "k", time.Minute)
+	w := watch(tr, "k")
+	barrier(t, tr)
+	received := connectionsReceived(t, rdb)
+	time.Sleep(3 * timeout) // idle: the last flush's deadline is past
+	big := strings.Repeat("x", 16<<10)
+	ch := tr.Relay(renewScript, []string{"ECHO", big}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
+	if ch == nil {
+		t.Fatal("Relay refused with the connection up")
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil || r.Val != big {
+			t.Fatalf("reply to the big call: %.20v, %v; want its echo", r.Val, r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply to the big call in 10s")
+	}
+	barrier(t, tr)
+	if got := connectionsReceived(t, rdb); got != received {
+		t.Errorf("connections received went from %d to %d: the tracking connection was replaced", received, got)
+	}
+	w.wantHeld(t)
+}
+
+// connectionsReceived is the server's total_connections_received.
+func connectionsReceived(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	s, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_connections_received:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no total_connections_received in INFO stats")
+	return 0
 }

@@ -720,6 +720,10 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 				wrote = false
 				continue
 			}
+			// The deadline is set before writing: a write that fills
+			// the buffer flushes at once, and must not meet the
+			// deadline of the last flush, long past on an idle link.
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			if n.empty() {
 				t.mu.Unlock()
@@ -729,13 +733,13 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			n.sentLocked(conn, sent{})
 			t.mu.Unlock()
 		case <-n.kick:
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		}
 		wrote = true
-		_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 		if err := w.Flush(); err != nil {
 			return
 		}

@@ -41,13 +41,19 @@ func server(t *testing.T) (*harness.Server, *redis.Client) {
 
 func newTracker(t *testing.T, addr string) *track.Tracker {
 	t.Helper()
+	return newTrackerWith(t, addr, track.Config{Ping: 200 * time.Millisecond})
+}
+
+// newTrackerWith is newTracker with cfg.
+func newTrackerWith(t *testing.T, addr string, cfg track.Config) *track.Tracker {
+	t.Helper()
 	tr := track.New(track.Dialer{
 		Addr: func(context.Context, string) (string, error) { return addr, nil },
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", addr)
 		},
-	}, track.Config{Ping: 200 * time.Millisecond})
+	}, cfg)
 	t.Cleanup(tr.Close)
 	return tr
 }
