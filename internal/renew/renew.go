@@ -130,10 +130,21 @@ type Config struct {
 // tracker's).
 type Relay interface {
 	// Send sends cmd, a renewal call of spec for keys and fields queued
-	// with rearm (cmd.Args() is the command), and returns a function that
-	// waits for its reply and sets it (or the error) on cmd; nil when it
-	// cannot carry the call, having sent nothing.
-	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) (wait func(ctx context.Context))
+	// with rearm (cmd.Args() is the command), and returns the call; nil
+	// when it cannot carry the call, having sent nothing.
+	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) Relayed
+}
+
+// Relayed is a call a Relay sent.
+type Relayed interface {
+	// Wait waits for the call's reply and sets it (or the error) on its
+	// cmd; it reports false, cmd failed with ctx's error, when ctx ends
+	// first.
+	Wait(ctx context.Context) bool
+	// Cancel withdraws the call if it is not written yet and reports
+	// whether it will not run; false: it may run, and its reply (or the
+	// news that none will come) is still to come to Wait.
+	Cancel() bool
 }
 
 // LossMargin is how long before a lease runs out by the client's clock a
@@ -510,8 +521,9 @@ type batch struct {
 	keys    []string
 	fields  []string
 	cmd     *redis.Cmd
-	wait    func(ctx context.Context) // the Relay's wait for cmd's reply; nil: sent by the client
-	landed  chan struct{}             // closed when the call's reply is applied
+	relayed Relayed       // the Relay's call, until its wait; nil: sent by the client
+	late    Relayed       // a relayed call that may still run: the batch lands after it
+	landed  chan struct{} // closed when the call's reply is applied
 }
 
 // batches groups the entries that are not paused into renewal calls: per
@@ -621,7 +633,7 @@ func (w *Watchdog) byNode(batches []*batch) []nodeGroup {
 // renewGroup sends one node's batches in one pipeline and applies the
 // replies. It returns false when some call failed.
 func (w *Watchdog) renewGroup(g nodeGroup) bool {
-	defer w.land(g.batches)
+	defer w.landAll(g.batches)
 	start := time.Now() // the leases are set at start or later
 	// A call may take no longer than the time to the first expiry among
 	// these entries, so that a hung node cannot delay their loss past the
@@ -632,16 +644,23 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// A relayed call that failed (its connection broke, NOSCRIPT, a slot
 	// moved) goes through the client now: the renewal is idempotent. The
 	// relayed calls get half the time left, so that a relay that hangs
-	// leaves the client the other half.
+	// leaves the client the other half. One that got no reply in that time
+	// but was written may still run and set the lease later: its batch
+	// stays in flight until its reply or the news that none will come
+	// (landAll), so that Pause waits for it.
 	deadline, _ := ctx.Deadline()
 	rctx, rcancel := context.WithTimeout(ctx, max(time.Until(deadline)/2, time.Millisecond))
 	var failed []*batch
 	for _, b := range g.batches {
-		if b.wait != nil {
-			if b.wait(rctx); b.cmd.Err() != nil {
-				failed = append(failed, b)
-			}
-			b.wait = nil
+		if b.relayed == nil {
+			continue
+		}
+		if !b.relayed.Wait(rctx) && !b.relayed.Cancel() {
+			b.late = b.relayed
+		}
+		b.relayed = nil
+		if b.cmd.Err() != nil {
+			failed = append(failed, b)
 		}
 	}
 	rcancel()
@@ -692,7 +711,7 @@ func (w *Watchdog) reload(ctx context.Context, g nodeGroup) []*batch {
 }
 
 // relay offers the batches to the Relay, and returns those it does not
-// carry. A batch it carries has its cmd and its wait set.
+// carry. A batch it carries has its cmd and its relayed call set.
 func (w *Watchdog) relay(batches []*batch) []*batch {
 	if w.cfg.Relay == nil {
 		return batches
@@ -703,7 +722,7 @@ func (w *Watchdog) relay(batches []*batch) []*batch {
 	for _, b := range batches {
 		// The command's context is the wait's: the pipeline never runs.
 		cmd := b.spec.Cmd(w.ctx, p, b.keys, b.fields, w.cfg.Lease, true)
-		if b.wait = w.cfg.Relay.Send(b.spec, b.keys, b.fields, cmd); b.wait == nil {
+		if b.relayed = w.cfg.Relay.Send(b.spec, b.keys, b.fields, cmd); b.relayed == nil {
 			direct = append(direct, b)
 			continue
 		}
@@ -756,11 +775,34 @@ func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
 	end(gone, Gone)
 }
 
-// land ends the flight of the batches: a Pause waiting for them goes on.
+// landAll lands the batches, each with a relayed call that may still run
+// once that call is answered (or will not be, or Close): its reply is not
+// applied, the client's was.
+func (w *Watchdog) landAll(batches []*batch) {
+	w.land(batches)
+	for _, b := range batches {
+		if b.late == nil {
+			continue
+		}
+		w.calls.Add(1)
+		go func() {
+			defer w.calls.Done()
+			b.late.Wait(w.ctx)
+			b.late = nil
+			w.land([]*batch{b})
+		}()
+	}
+}
+
+// land ends the flight of the batches but those with a late call: a
+// Pause waiting for them goes on.
 func (w *Watchdog) land(batches []*batch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, b := range batches {
+		if b.late != nil {
+			continue
+		}
 		for _, e := range b.entries {
 			if e.flight == b.landed {
 				e.flight = nil
