@@ -165,7 +165,8 @@ flags:
               requirepass), apart from the primary's (in -addr's URL).
               Default $LUALOCK_SENTINEL_PASSWORD, which is better: a flag
               shows in ps. lualock never prints it, and its supervisor
-              gets it through a pipe, not on its command line.
+              gets it through a pipe, not on its command line. The
+              command inherits lualock's environment, as under flock.
   -ack MODE   lock, unlock, status: replica acknowledgement after each
               acquisition: one (the default: wait until a replica of the
               primary has it, so that a failover keeps it; a lock no
