@@ -205,6 +205,7 @@ type Entry struct {
 	paused  bool          // Pause or Stop: no round takes it
 	stopped bool          // Stop: Resume does not lift the pause
 	flight  chan struct{} // closed when the call carrying it lands; nil when none is in flight
+	late    chan struct{} // closed when a relayed call that may still run is answered (the latest); nil: none
 }
 
 // New starts a watchdog on rdb. It returns an error for a Lease that is
@@ -277,9 +278,10 @@ func (w *Watchdog) Len() int {
 }
 
 // Pause keeps renewals off e until Resume: the next rounds skip it, and
-// Pause waits for a round in flight whose call carries e, so that no
-// renewal sent before Pause returned sets e's lease afterwards. It waits
-// for no other call. This holds for an entry removed or ended too, whose
+// Pause waits for a round in flight whose call carries e, and for a
+// relayed call of e that got no reply in its round but may still run, so
+// that no renewal sent before Pause returned sets e's lease afterwards.
+// It waits for no other call. This holds for an entry removed or ended too, whose
 // last renewal may still be in flight. While paused, e still ends with
 // Expired when its last renewed lease runs out. Pause returns ctx's error,
 // e not paused, if ctx ends first; on an entry never added it does
@@ -291,11 +293,14 @@ func (e *Entry) Pause(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	e.paused = true
-	flight := e.flight
+	flight, late := e.flight, e.late
 	w.mu.Unlock()
-	if flight != nil {
+	for _, ch := range [...]chan struct{}{flight, late} {
+		if ch == nil {
+			continue
+		}
 		select {
-		case <-flight:
+		case <-ch:
 		case <-ctx.Done():
 			e.Resume()
 			return ctx.Err()
@@ -522,7 +527,7 @@ type batch struct {
 	fields  []string
 	cmd     *redis.Cmd
 	relayed Relayed       // the Relay's call, until its wait; nil: sent by the client
-	late    Relayed       // a relayed call that may still run: the batch lands after it
+	late    Relayed       // a relayed call that may still run: the batch's entries' late call until answered
 	landed  chan struct{} // closed when the call's reply is applied
 }
 
@@ -645,9 +650,12 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// moved) goes through the client now: the renewal is idempotent. The
 	// relayed calls get half the time left, so that a relay that hangs
 	// leaves the client the other half. One that got no reply in that time
-	// but was written may still run and set the lease later: its batch
-	// stays in flight until its reply or the news that none will come
-	// (landAll), so that Pause waits for it.
+	// but was written may still run and set the lease later: its entries
+	// keep it as their late call until its reply or the news that none
+	// will come (landAll), so that Pause waits for it. Later rounds renew
+	// them meanwhile: a later relayed call of an entry goes on the same
+	// connection, whose replies come in order, so the latest late call is
+	// the one to wait for.
 	deadline, _ := ctx.Deadline()
 	rctx, rcancel := context.WithTimeout(ctx, max(time.Until(deadline)/2, time.Millisecond))
 	var failed []*batch
@@ -775,9 +783,9 @@ func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
 	end(gone, Gone)
 }
 
-// landAll lands the batches, each with a relayed call that may still run
-// once that call is answered (or will not be, or Close): its reply is not
-// applied, the client's was.
+// landAll lands the batches; one with a relayed call that may still run
+// (late) lands again once that call is answered (or will not be, or
+// Close): its reply is not applied, the client's was.
 func (w *Watchdog) landAll(batches []*batch) {
 	w.land(batches)
 	for _, b := range batches {
@@ -794,20 +802,26 @@ func (w *Watchdog) landAll(batches []*batch) {
 	}
 }
 
-// land ends the flight of the batches but those with a late call: a
-// Pause waiting for them goes on.
+// land ends the flight of the batches: a Pause waiting for them goes on.
+// A batch with a late call becomes its entries' late call instead, and
+// lands again without it.
 func (w *Watchdog) land(batches []*batch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, b := range batches {
-		if b.late != nil {
-			continue
-		}
 		for _, e := range b.entries {
 			if e.flight == b.landed {
 				e.flight = nil
+				if b.late != nil {
+					e.late = b.landed
+				}
+			}
+			if b.late == nil && e.late == b.landed {
+				e.late = nil
 			}
 		}
-		close(b.landed)
+		if b.late == nil {
+			close(b.landed)
+		}
 	}
 }
