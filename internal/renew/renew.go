@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,13 +200,13 @@ type Entry struct {
 	t       Target
 	tag     uint64 // handed back to onEnd
 	onEnd   func(tag uint64, how End)
-	inc     uint64        // counts the Adds: a reply for an earlier one is stale
-	live    bool          // in w.entries: onEnd not called yet
-	renewed time.Time     // when its lease was last set (the sending of the call)
-	paused  bool          // Pause or Stop: no round takes it
-	stopped bool          // Stop: Resume does not lift the pause
-	flight  chan struct{} // closed when the call carrying it lands; nil when none is in flight
-	late    chan struct{} // closed when a relayed call that may still run is answered (the latest); nil: none
+	inc     uint64          // counts the Adds: a reply for an earlier one is stale
+	live    bool            // in w.entries: onEnd not called yet
+	renewed time.Time       // when its lease was last set (the sending of the call)
+	paused  bool            // Pause or Stop: no round takes it
+	stopped bool            // Stop: Resume does not lift the pause
+	flight  chan struct{}   // closed when the call carrying it lands; nil when none is in flight
+	late    []chan struct{} // each closed when a relayed call that may still run is answered
 }
 
 // New starts a watchdog on rdb. It returns an error for a Lease that is
@@ -293,20 +294,28 @@ func (e *Entry) Pause(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	e.paused = true
-	flight, late := e.flight, e.late
+	flight, late := e.flight, slices.Clone(e.late) // none: no allocation
 	w.mu.Unlock()
-	for _, ch := range [...]chan struct{}{flight, late} {
-		if ch == nil {
-			continue
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			e.Resume()
-			return ctx.Err()
+	for _, ch := range late {
+		if err := e.await(ctx, ch); err != nil {
+			return err
 		}
 	}
-	return nil
+	return e.await(ctx, flight)
+}
+
+// await waits for ch (nil: nothing), or, e no longer paused, for ctx.
+func (e *Entry) await(ctx context.Context, ch chan struct{}) error {
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		e.Resume()
+		return ctx.Err()
+	}
 }
 
 // Resume lets rounds renew e again after Pause, unless it was stopped.
@@ -653,9 +662,7 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// but was written may still run and set the lease later: its entries
 	// keep it as their late call until its reply or the news that none
 	// will come (landAll), so that Pause waits for it. Later rounds renew
-	// them meanwhile: a later relayed call of an entry goes on the same
-	// connection, whose replies come in order, so the latest late call is
-	// the one to wait for.
+	// them meanwhile.
 	deadline, _ := ctx.Deadline()
 	rctx, rcancel := context.WithTimeout(ctx, max(time.Until(deadline)/2, time.Millisecond))
 	var failed []*batch
@@ -813,11 +820,11 @@ func (w *Watchdog) land(batches []*batch) {
 			if e.flight == b.landed {
 				e.flight = nil
 				if b.late != nil {
-					e.late = b.landed
+					e.late = append(e.late, b.landed)
 				}
 			}
-			if b.late == nil && e.late == b.landed {
-				e.late = nil
+			if b.late == nil && len(e.late) > 0 {
+				e.late = slices.DeleteFunc(e.late, func(c chan struct{}) bool { return c == b.landed })
 			}
 		}
 		if b.late == nil {
