@@ -30,6 +30,15 @@ const testLatch = 200 * time.Millisecond
 // millisecond.
 const roundingMs = 5
 
+// miniClockMs is roundingMs on miniredis, whose TTLs follow the clock by
+// steps: each access advances them by the time since the previous one
+// (ClockTTL), and TIME reads the clock anew, so within one script a PTTL
+// and a TIME can be as of moments apart by however long the script was
+// descheduled (22 ms seen under load; Redis takes both from the command's
+// start).
+// It stays far below the 10 s budgets the deadlines are compared against.
+const miniClockMs = 250
+
 // fairKeys are the keys and the channel prefix of one fair lock.
 type fairKeys struct {
 	lock, queue, timeouts, channel, tagged string
