@@ -43,3 +43,26 @@ func TestTransientPoolErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayable: behind Sentinel (a failover client, a failover cluster
+// client) the watchdog's renewals do not take the hold tracker's
+// connection, which does not follow a switch of primary; a plain client
+// and a cluster client relay them.
+func TestRelayable(t *testing.T) {
+	addrs := []string{"127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		want bool
+	}{
+		{"plain", redis.NewClient(&redis.Options{Addr: addrs[0]}), true},
+		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), true},
+		{"failover", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: addrs}), false},
+		{"failover cluster", redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: addrs}), false},
+	} {
+		if got := relayable(c.rdb); got != c.want {
+			t.Errorf("%s client: relayable %v, want %v", c.name, got, c.want)
+		}
+		_ = c.rdb.Close()
+	}
+}

@@ -53,7 +53,7 @@ type trackRelay struct {
 }
 
 // Send implements renew.Relay.
-func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cmd) func(context.Context) {
+func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cmd) renew.Relayed {
 	if cmd.Err() != nil || len(names) == 0 {
 		return nil // refused before sending: the client's call says why
 	}
@@ -78,28 +78,47 @@ func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cm
 		case []byte:
 			args[i] = string(a)
 		case bool:
-			args[i] = map[bool]string{false: "0", true: "1"}[a]
+			args[i] = "0"
+			if a {
+				args[i] = "1"
+			}
 		default:
 			args[i] = fmt.Sprint(a)
 		}
 	}
-	reply := r.t.Relay(script, args, renewed, r.lease)
+	reply, cancel := r.t.Relay(script, args, renewed, r.lease)
 	if reply == nil {
 		return nil
 	}
-	return func(ctx context.Context) {
-		select {
-		case rep := <-reply:
-			if rep.Err != nil {
-				cmd.SetErr(rep.Err)
-			} else {
-				cmd.SetVal(rep.Val)
-			}
-		case <-ctx.Done():
-			cmd.SetErr(ctx.Err())
+	return &relayedCall{reply: reply, cancel: cancel, cmd: cmd}
+}
+
+// relayedCall is a renewal call sent on the tracker's connection
+// (renew.Relayed).
+type relayedCall struct {
+	reply  <-chan track.Reply
+	cancel func() bool
+	cmd    *redis.Cmd
+}
+
+// Wait implements renew.Relayed.
+func (c *relayedCall) Wait(ctx context.Context) bool {
+	select {
+	case rep := <-c.reply:
+		if rep.Err != nil {
+			c.cmd.SetErr(rep.Err)
+		} else {
+			c.cmd.SetVal(rep.Val)
 		}
+		return true
+	case <-ctx.Done():
+		c.cmd.SetErr(ctx.Err())
+		return false
 	}
 }
+
+// Cancel implements renew.Relayed.
+func (c *relayedCall) Cancel() bool { return c.cancel() }
 
 // newTracker returns the client's hold tracker, or nil when
 // Options.NoHoldTracking is set or rdb is of a kind it cannot follow.

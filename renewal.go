@@ -28,10 +28,11 @@ var lockRenewal = &renew.Spec{
 // newWatchdog starts the client's watchdog: it renews the holds taken
 // without a lease every WatchdogLease/3, in calls of up to RenewBatch locks
 // (per slot on a cluster), on the hold tracker's connections when they are
-// up (trackRelay, holdwatch.go). The tracker is made first.
+// up (trackRelay, holdwatch.go), unless behind Sentinel (relayable). The
+// tracker is made first.
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
-	if c.track != nil {
+	if c.track != nil && relayable(c.rdb) {
 		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease}
 	}
 	if _, ok := c.rdb.(*redis.ClusterClient); ok {
@@ -46,6 +47,29 @@ func newWatchdog(c *Client) *renew.Watchdog {
 	}
 	return w
 }
+
+// relayable reports whether the watchdog's renewals may take the hold
+// tracker's connections: not behind Sentinel. go-redis's failover clients
+// drop their connections when Sentinel switches the primary; the
+// tracker's connection stays up to the old primary, where a renewal cut
+// off from the new one would still answer 1 while the new primary's copy
+// of the lock runs out, and the holder would never be told. A failover
+// client is a redis.Client whose Addr is "FailoverClient" (go-redis's
+// mark); a failover cluster client, a redis.ClusterClient whose slots
+// come from ClusterSlots.
+func relayable(rdb redis.UniversalClient) bool {
+	switch rdb := rdb.(type) {
+	case *redis.Client:
+		return rdb.Options().Addr != failoverAddr
+	case *redis.ClusterClient:
+		return rdb.Options().ClusterSlots == nil
+	}
+	return true
+}
+
+// failoverAddr is the Addr go-redis gives the options of a failover
+// (Sentinel) client.
+const failoverAddr = "FailoverClient"
 
 // renew puts hold gen, whose lease was set at start or later, under the
 // watchdog with its protocol's renewal spec (holdEnv), with the handle's

@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,10 +131,21 @@ type Config struct {
 // tracker's).
 type Relay interface {
 	// Send sends cmd, a renewal call of spec for keys and fields queued
-	// with rearm (cmd.Args() is the command), and returns a function that
-	// waits for its reply and sets it (or the error) on cmd; nil when it
-	// cannot carry the call, having sent nothing.
-	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) (wait func(ctx context.Context))
+	// with rearm (cmd.Args() is the command), and returns the call; nil
+	// when it cannot carry the call, having sent nothing.
+	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) Relayed
+}
+
+// Relayed is a call a Relay sent.
+type Relayed interface {
+	// Wait waits for the call's reply and sets it (or the error) on its
+	// cmd; it reports false, cmd failed with ctx's error, when ctx ends
+	// first.
+	Wait(ctx context.Context) bool
+	// Cancel withdraws the call if it is not written yet and reports
+	// whether it will not run; false: it may run, and its reply (or the
+	// news that none will come) is still to come to Wait.
+	Cancel() bool
 }
 
 // LossMargin is how long before a lease runs out by the client's clock a
@@ -188,12 +200,13 @@ type Entry struct {
 	t       Target
 	tag     uint64 // handed back to onEnd
 	onEnd   func(tag uint64, how End)
-	inc     uint64        // counts the Adds: a reply for an earlier one is stale
-	live    bool          // in w.entries: onEnd not called yet
-	renewed time.Time     // when its lease was last set (the sending of the call)
-	paused  bool          // Pause or Stop: no round takes it
-	stopped bool          // Stop: Resume does not lift the pause
-	flight  chan struct{} // closed when the call carrying it lands; nil when none is in flight
+	inc     uint64          // counts the Adds: a reply for an earlier one is stale
+	live    bool            // in w.entries: onEnd not called yet
+	renewed time.Time       // when its lease was last set (the sending of the call)
+	paused  bool            // Pause or Stop: no round takes it
+	stopped bool            // Stop: Resume does not lift the pause
+	flight  chan struct{}   // closed when the call carrying it lands; nil when none is in flight
+	late    []chan struct{} // each closed when a relayed call that may still run is answered
 }
 
 // New starts a watchdog on rdb. It returns an error for a Lease that is
@@ -266,9 +279,10 @@ func (w *Watchdog) Len() int {
 }
 
 // Pause keeps renewals off e until Resume: the next rounds skip it, and
-// Pause waits for a round in flight whose call carries e, so that no
-// renewal sent before Pause returned sets e's lease afterwards. It waits
-// for no other call. This holds for an entry removed or ended too, whose
+// Pause waits for a round in flight whose call carries e, and for a
+// relayed call of e that got no reply in its round but may still run, so
+// that no renewal sent before Pause returned sets e's lease afterwards.
+// It waits for no other call. This holds for an entry removed or ended too, whose
 // last renewal may still be in flight. While paused, e still ends with
 // Expired when its last renewed lease runs out. Pause returns ctx's error,
 // e not paused, if ctx ends first; on an entry never added it does
@@ -280,17 +294,28 @@ func (e *Entry) Pause(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	e.paused = true
-	flight := e.flight
+	flight, late := e.flight, slices.Clone(e.late) // none: no allocation
 	w.mu.Unlock()
-	if flight != nil {
-		select {
-		case <-flight:
-		case <-ctx.Done():
-			e.Resume()
-			return ctx.Err()
+	for _, ch := range late {
+		if err := e.await(ctx, ch); err != nil {
+			return err
 		}
 	}
-	return nil
+	return e.await(ctx, flight)
+}
+
+// await waits for ch (nil: nothing), or, e no longer paused, for ctx.
+func (e *Entry) await(ctx context.Context, ch chan struct{}) error {
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		e.Resume()
+		return ctx.Err()
+	}
 }
 
 // Resume lets rounds renew e again after Pause, unless it was stopped.
@@ -510,8 +535,9 @@ type batch struct {
 	keys    []string
 	fields  []string
 	cmd     *redis.Cmd
-	wait    func(ctx context.Context) // the Relay's wait for cmd's reply; nil: sent by the client
-	landed  chan struct{}             // closed when the call's reply is applied
+	relayed Relayed       // the Relay's call, until its wait; nil: sent by the client
+	late    Relayed       // a relayed call that may still run: the batch's entries' late call until answered
+	landed  chan struct{} // closed when the call's reply is applied
 }
 
 // batches groups the entries that are not paused into renewal calls: per
@@ -621,7 +647,7 @@ func (w *Watchdog) byNode(batches []*batch) []nodeGroup {
 // renewGroup sends one node's batches in one pipeline and applies the
 // replies. It returns false when some call failed.
 func (w *Watchdog) renewGroup(g nodeGroup) bool {
-	defer w.land(g.batches)
+	defer w.landAll(g.batches)
 	start := time.Now() // the leases are set at start or later
 	// A call may take no longer than the time to the first expiry among
 	// these entries, so that a hung node cannot delay their loss past the
@@ -632,16 +658,24 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// A relayed call that failed (its connection broke, NOSCRIPT, a slot
 	// moved) goes through the client now: the renewal is idempotent. The
 	// relayed calls get half the time left, so that a relay that hangs
-	// leaves the client the other half.
+	// leaves the client the other half. One that got no reply in that time
+	// but was written may still run and set the lease later: its entries
+	// keep it as their late call until its reply or the news that none
+	// will come (landAll), so that Pause waits for it. Later rounds renew
+	// them meanwhile.
 	deadline, _ := ctx.Deadline()
 	rctx, rcancel := context.WithTimeout(ctx, max(time.Until(deadline)/2, time.Millisecond))
 	var failed []*batch
 	for _, b := range g.batches {
-		if b.wait != nil {
-			if b.wait(rctx); b.cmd.Err() != nil {
-				failed = append(failed, b)
-			}
-			b.wait = nil
+		if b.relayed == nil {
+			continue
+		}
+		if !b.relayed.Wait(rctx) && !b.relayed.Cancel() {
+			b.late = b.relayed
+		}
+		b.relayed = nil
+		if b.cmd.Err() != nil {
+			failed = append(failed, b)
 		}
 	}
 	rcancel()
@@ -692,7 +726,7 @@ func (w *Watchdog) reload(ctx context.Context, g nodeGroup) []*batch {
 }
 
 // relay offers the batches to the Relay, and returns those it does not
-// carry. A batch it carries has its cmd and its wait set.
+// carry. A batch it carries has its cmd and its relayed call set.
 func (w *Watchdog) relay(batches []*batch) []*batch {
 	if w.cfg.Relay == nil {
 		return batches
@@ -703,7 +737,7 @@ func (w *Watchdog) relay(batches []*batch) []*batch {
 	for _, b := range batches {
 		// The command's context is the wait's: the pipeline never runs.
 		cmd := b.spec.Cmd(w.ctx, p, b.keys, b.fields, w.cfg.Lease, true)
-		if b.wait = w.cfg.Relay.Send(b.spec, b.keys, b.fields, cmd); b.wait == nil {
+		if b.relayed = w.cfg.Relay.Send(b.spec, b.keys, b.fields, cmd); b.relayed == nil {
 			direct = append(direct, b)
 			continue
 		}
@@ -756,7 +790,28 @@ func (w *Watchdog) renewed(b *batch, res []int64, at time.Time) {
 	end(gone, Gone)
 }
 
+// landAll lands the batches; one with a relayed call that may still run
+// (late) lands again once that call is answered (or will not be, or
+// Close): its reply is not applied, the client's was.
+func (w *Watchdog) landAll(batches []*batch) {
+	w.land(batches)
+	for _, b := range batches {
+		if b.late == nil {
+			continue
+		}
+		w.calls.Add(1)
+		go func() {
+			defer w.calls.Done()
+			b.late.Wait(w.ctx)
+			b.late = nil
+			w.land([]*batch{b})
+		}()
+	}
+}
+
 // land ends the flight of the batches: a Pause waiting for them goes on.
+// A batch with a late call becomes its entries' late call instead, and
+// lands again without it.
 func (w *Watchdog) land(batches []*batch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -764,8 +819,16 @@ func (w *Watchdog) land(batches []*batch) {
 		for _, e := range b.entries {
 			if e.flight == b.landed {
 				e.flight = nil
+				if b.late != nil {
+					e.late = append(e.late, b.landed)
+				}
+			}
+			if b.late == nil && len(e.late) > 0 {
+				e.late = slices.DeleteFunc(e.late, func(c chan struct{}) bool { return c == b.landed })
 			}
 		}
-		close(b.landed)
+		if b.late == nil {
+			close(b.landed)
+		}
 	}
 }

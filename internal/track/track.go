@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,6 +185,8 @@ type relay struct {
 	renewed []Target
 	lease   time.Duration
 	reply   chan Reply // buffered: its caller may have left
+	n       *node      // the node it is queued on
+	written bool       // written to the connection: it may run
 }
 
 // fail answers r with ErrNoReply.
@@ -195,26 +198,42 @@ func (r *relay) fail() { r.reply <- Reply{Err: ErrNoReply} }
 // to lease, which moves the lease check of that target's watches. It
 // returns nil, sending nothing, when no connection up watches the key or
 // after Close; else a channel that gets the reply (ErrNoReply when the
-// connection breaks first).
-func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease time.Duration) <-chan Reply {
+// connection breaks first), and cancel, which withdraws the call if it is
+// not written yet and reports whether it will not run: false means it was
+// written, and its reply (or ErrNoReply) is still to come.
+func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease time.Duration) (reply <-chan Reply, cancel func() bool) {
 	if len(renewed) == 0 {
-		return nil
+		return nil, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil
+		return nil, nil
 	}
 	for _, n := range t.nodes {
 		if n.conn == nil || n.watches[renewed[0].Key] == nil {
 			continue
 		}
-		r := &relay{script: script, args: args, renewed: renewed, lease: lease, reply: make(chan Reply, 1)}
+		r := &relay{script: script, args: args, renewed: renewed, lease: lease, reply: make(chan Reply, 1), n: n}
 		n.relays = append(n.relays, r)
 		n.kicked()
-		return r.reply
+		return r.reply, func() bool { return t.withdraw(r) }
 	}
-	return nil
+	return nil, nil
+}
+
+// withdraw withdraws r if it is not written yet, and reports whether it
+// will not run.
+func (t *Tracker) withdraw(r *relay) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.written {
+		return false
+	}
+	if i := slices.Index(r.n.relays, r); i >= 0 {
+		r.n.relays = slices.Delete(r.n.relays, i, i+1)
+	}
+	return true
 }
 
 // Watch starts watching target: lost is called once, on a goroutine of
@@ -720,6 +739,10 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 				wrote = false
 				continue
 			}
+			// The deadline is set before writing: a write that fills
+			// the buffer flushes at once, and must not meet the
+			// deadline of the last flush, long past on an idle link.
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			if n.empty() {
 				t.mu.Unlock()
@@ -729,13 +752,13 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			n.sentLocked(conn, sent{})
 			t.mu.Unlock()
 		case <-n.kick:
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		}
 		wrote = true
-		_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 		if err := w.Flush(); err != nil {
 			return
 		}
@@ -816,6 +839,7 @@ func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
 			n.loaded[r.script] = true
 		}
 		writeCmd(w, r.args...)
+		r.written = true
 		n.sentLocked(conn, sent{relay: r})
 		n.relays[i] = nil
 	}

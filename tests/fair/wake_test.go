@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,36 +19,14 @@ import (
 // ---------------------------------------------------------------------------
 // Scenario 7: no hot loop behind a dead waiter.
 
-// cmdCounter counts the acquire script calls of one client's owner fields.
-type cmdCounter struct {
-	backends.PassHook
-	prefix string
-	n      atomic.Int64
-}
-
-func (h *cmdCounter) count(cmd redis.Cmder) {
-	a := cmd.Args()
-	// EVALSHA sha 4 lock queue timeouts channel lease field ...
-	if len(a) > 8 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") && fmt.Sprint(a[1]) == generated.FairAcquireSHA1 &&
-		strings.HasPrefix(fmt.Sprint(a[8]), h.prefix) {
-		h.n.Add(1)
-	}
-}
-
-func (h *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.count(c)
-		}
-		return next(ctx, cmds)
-	}
+// acquireCalls counts the acquire script calls of one client's owner
+// fields (prefix).
+func acquireCalls(prefix string) *backends.CountCalls {
+	return &backends.CountCalls{Match: func(a []any) bool {
+		// EVALSHA sha 4 lock queue timeouts channel lease field ...
+		return len(a) > 8 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") && fmt.Sprint(a[1]) == generated.FairAcquireSHA1 &&
+			strings.HasPrefix(fmt.Sprint(a[8]), prefix)
+	}}
 }
 
 // TestFairLock_Lock_noPollBehindStaleWaiter: a live waiter queued behind a
@@ -74,7 +51,7 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 		defer cancel()
 		others := newClient(t, rdb, lualock.Options{WatchdogLease: lease})
 		liveC := newClient(t, rdb, lualock.Options{})
-		hook := &cmdCounter{prefix: liveC.ID() + ":"}
+		hook := acquireCalls(liveC.ID() + ":")
 		rdb.AddHook(hook)
 
 		holder, head := others.NewFairLock(name), others.NewFairLock(name)
@@ -97,9 +74,9 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond) // the first attempts
-		before := hook.n.Load()
+		before := hook.N.Load()
 		time.Sleep(window)
-		calls := hook.n.Load() - before
+		calls := hook.N.Load() - before
 		t.Logf("live waiter behind a stale one: %d acquire calls in %v", calls, window)
 		if rate := float64(calls) / window.Seconds(); rate > maxRate {
 			t.Errorf("live waiter called the acquire script %d times in %v (%.1f/s), want at most %.1f/s (two per lease)", calls, window, rate, maxRate)
@@ -149,7 +126,7 @@ func TestFairLock_Lock_noSpinBehindDeadWaiter(t *testing.T) {
 				defer cancel()
 				other := newClient(t, rdb, lualock.Options{WatchdogLease: time.Second})
 				liveC := newClient(t, rdb, lualock.Options{})
-				hook := &cmdCounter{prefix: liveC.ID() + ":"}
+				hook := acquireCalls(liveC.ID() + ":")
 				rdb.AddHook(hook)
 
 				holder := other.NewFairLock(name)
@@ -181,9 +158,9 @@ func TestFairLock_Lock_noSpinBehindDeadWaiter(t *testing.T) {
 					}
 				}
 				time.Sleep(50 * time.Millisecond) // let the calls of the first attempts pass
-				before := hook.n.Load()
+				before := hook.N.Load()
 				time.Sleep(window)
-				calls := hook.n.Load() - before
+				calls := hook.N.Load() - before
 				rate := float64(calls) / window.Seconds()
 				t.Logf("live waiter: %d acquire calls in %v", calls, window)
 				if rate > maxRate {

@@ -116,3 +116,35 @@ func (h *LoseReplies) LastLoss() time.Time {
 	}
 	return time.Time{}
 }
+
+// CountCalls counts the commands, pipelined ones included, for which
+// Match reports true.
+type CountCalls struct {
+	PassHook
+	Match func(args []any) bool
+	N     atomic.Int64
+}
+
+func (h *CountCalls) count(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if h.Match(c.Args()) {
+			h.N.Add(1)
+		}
+	}
+}
+
+// ProcessHook counts cmd.
+func (h *CountCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts cmds.
+func (h *CountCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
