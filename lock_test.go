@@ -363,7 +363,10 @@ func TestLock_Lock_invalidName(t *testing.T) {
 func TestLock_LockLease_invalidLease(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
-	c := lkClient(t, rdb, lualock.Options{})
+	// No hold tracker: miniredis refuses client-side caching, and the
+	// tracker's one attempt (HELLO, CLIENT TRACKING), made in the
+	// background after the first hold, could land between the snapshots.
+	c := lkClient(t, rdb, lualock.Options{NoHoldTracking: true})
 	holder := c.NewLock("lease")
 	if err := holder.LockLease(ctx, time.Minute); err != nil {
 		t.Fatalf("LockLease: %v", err)
@@ -411,7 +414,10 @@ func TestLock_TryLock_negativeWait(t *testing.T) {
 func TestLock_Unlock_notLocked(t *testing.T) {
 	ctx := t.Context()
 	mr, rdb := lkMini(t)
-	c := lkClient(t, rdb, lualock.Options{})
+	// No hold tracker: miniredis refuses client-side caching, and the
+	// tracker's one attempt (HELLO, CLIENT TRACKING), made in the
+	// background after the first hold, could land between the snapshots.
+	c := lkClient(t, rdb, lualock.Options{NoHoldTracking: true})
 	l := c.NewLock("never")
 	before := lkSnapshot(mr)
 	if err := l.Unlock(ctx); !errors.Is(err, lualock.ErrNotHeld) {
@@ -954,8 +960,11 @@ func TestLock_Lock_nilContext(t *testing.T) {
 		for _, held := range []bool{false, true} {
 			// A client per case, closed at its end: Close sends the latch
 			// deletions still pending, which must not land in the next
-			// case's snapshot.
-			c, err := lualock.New(rdb, lualock.Options{})
+			// case's snapshot. No hold tracker: miniredis refuses
+			// client-side caching, and the tracker's one attempt (HELLO,
+			// CLIENT TRACKING), made in the background after the first
+			// hold, could land between the snapshots.
+			c, err := lualock.New(rdb, lualock.Options{NoHoldTracking: true})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
