@@ -38,6 +38,11 @@ help: ## list targets
 # luart (the runtime of generated code), cmd/luagen (the generator) and
 # extra/lualockotel.
 EXTRA_MODULES := luart cmd/luagen extra/lualockotel
+# tests/failover runs on its own, its tests side by side: each has
+# deployments of its own and spends its time waiting for failovers (the
+# Sentinels' down-after, elections, rejoins), so 4 at a time instead of
+# GOMAXPROCS take about the longest test's time rather than the sum.
+FAILOVER_PARALLEL ?= 4
 
 # go test shows a passing package's output only with -v, so the harness's
 # loud skip message would go unseen: say it here, once, after the run.
@@ -53,7 +58,14 @@ NOREDISSON_NOTE := make: the Redisson interop suite (tests/interop) was SKIPPED:
 # NOREDISSON_NOTE when the interop suite had no jars or no JDK.
 define run_tests
 	@status=0; \
-	echo "$(GO) test $(1) $(PKGS)"; $(GO) test $(1) $(PKGS) || status=$$?; \
+	pkgs=$$($(GO) list $(PKGS)) || exit 1; \
+	slow=$$(echo "$$pkgs" | grep '/tests/failover$$' || true); \
+	rest=$$(echo "$$pkgs" | grep -v '/tests/failover$$' || true); \
+	echo "$(GO) test $(1) $(PKGS)$${slow:+ (but tests/failover)}"; $(GO) test $(1) $$rest || status=$$?; \
+	if [ -n "$$slow" ]; then \
+		echo "$(GO) test -parallel $(FAILOVER_PARALLEL) $(1) $$slow"; \
+		$(GO) test -parallel $(FAILOVER_PARALLEL) $(1) $$slow || status=$$?; \
+	fi; \
 	for m in $(EXTRA_MODULES); do \
 		echo "cd $$m && $(GO) test $(1) ./..."; (cd $$m && $(GO) test $(1) ./...) || status=$$?; \
 	done; \
