@@ -78,7 +78,7 @@ define run_tests
 	exit $$status
 endef
 
-test: ## run all tests with the race detector, at full size (6-13 min on 2 cores, with load; integration tests need redis-server)
+test: ## run all tests with the race detector, at full size (about 21 min on an idle 2-core machine; integration tests need redis-server)
 	$(call run_tests,$(GOTESTFLAGS))
 
 # The quick loop: -short runs the scale tests at smaller sizes, and as most
