@@ -16,7 +16,7 @@ func TestReplied_staleCheckOfEarlierAdd(t *testing.T) {
 	tr := New(Dialer{Addr: func(context.Context, string) (string, error) { return "node", nil }}, Config{})
 	defer tr.Close()
 	// The node is in place and has no goroutine: the test plays it.
-	n := &node{t: tr, addr: "node", watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
+	n := tr.newNode("node")
 	tr.nodes["node"] = n
 	conn, peer := net.Pipe()
 	defer conn.Close()

@@ -14,8 +14,12 @@
 // long its lease has left. A hold found gone ends its watch and calls its
 // callback; a hold with a lease is checked again when the lease runs out
 // (an expired key is only deleted, and announced, when Redis gets to it).
-// A watch's first check is sent when it is added: a change between the
-// acquisition and the watch is seen by it. When the connection breaks,
+// A watch's first check is sent within Config.Gather of its add, with the
+// first checks of the other holds added meanwhile: a change between the
+// acquisition and the watch is seen by it, holds taken close together
+// share a call and a wake-up of the sender, and a hold released within
+// that window costs nothing. Every other check (an invalidation, a lease's
+// end, a reconnect) is sent at once. When the connection breaks,
 // every watch of the node is checked again on the next one (a restart
 // that lost the keys is seen when the server answers again); MOVED and
 // ASK replies move the watches to the node they name.
@@ -103,6 +107,9 @@ type Config struct {
 	// MaxBackoff caps the wait between two attempts to connect, and
 	// before a check that failed is sent again (default 10ms).
 	MaxBackoff time.Duration
+	// Gather is how long the first check of a new watch may wait for
+	// others to share its call (default 1ms; negative: none).
+	Gather time.Duration
 }
 
 // Tracker watches holds. Its methods are safe for concurrent use.
@@ -132,6 +139,9 @@ func New(d Dialer, cfg Config) *Tracker {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Millisecond
 	}
+	if cfg.Gather == 0 {
+		cfg.Gather = time.Millisecond
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}}
 }
@@ -153,6 +163,7 @@ type Watch struct {
 	prev, next *Watch // the other watches of target.Key on n
 	queuedOn   *node  // the node whose queue holds it (nil: none)
 	inflight   bool   // a check of it was sent and has no reply yet
+	fresh      bool   // added, its first check not sent yet: it may wait for Gather
 	stopped    bool
 	timer      *time.Timer // the next check at the end of its lease, or after a failure
 }
@@ -238,7 +249,7 @@ func (t *Tracker) withdraw(r *relay) bool {
 
 // Watch starts watching target: lost is called once, on a goroutine of
 // the tracker, when a check finds the hold gone, unless Stop came first.
-// Its first check is sent at once. It returns nil after Close. It sends
+// Its first check is sent within Config.Gather. It returns nil after Close. It sends
 // nothing itself and does not wait: on a cluster (Config.Slot set) the
 // key's node is found on a goroutine of the tracker, since Addr may ask
 // Redis.
@@ -300,6 +311,7 @@ func (t *Tracker) add(w *Watch, target Target, tag uint64, lost func(uint64, Los
 	w.target, w.tag, w.lost, w.changed = target, tag, lost, changed
 	w.inc++
 	w.stopped, w.inflight = false, false // a check in flight is the earlier add's
+	w.fresh = true
 	switch {
 	case t.cfg.Slot != nil:
 		w.after(0)
@@ -338,7 +350,7 @@ func (w *Watch) stopLocked() {
 func (t *Tracker) place(w *Watch, addr string) {
 	n := t.nodes[addr]
 	if n == nil {
-		n = &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
+		n = t.newNode(addr)
 		t.nodes[addr] = n
 		t.wg.Add(1)
 		go n.run()
@@ -355,7 +367,19 @@ func (t *Tracker) place(w *Watch, addr string) {
 		n.watches[w.target.Key] = w
 	}
 	w.inflight = false
+	if w.fresh && t.cfg.Gather > 0 {
+		n.enqueueLater(w)
+		return
+	}
 	n.enqueue(w)
+}
+
+// newNode returns the node at addr, with no goroutine yet.
+func (t *Tracker) newNode(addr string) *node {
+	n := &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
+	n.gather = time.NewTimer(time.Hour)
+	n.gather.Stop()
+	return n
 }
 
 // retry checks w again after the backoff (placing it again first when
@@ -450,6 +474,10 @@ type node struct {
 	t    *Tracker
 	addr string
 	kick chan struct{} // the queue has work
+	// gather fires Gather after a first check was queued with nothing
+	// else to send (gathering, under t.mu): only then is the sender woken.
+	gather    *time.Timer
+	gathering bool
 
 	// under t.mu
 	watches map[string]*Watch // by key: the first of the key's list (prev, next)
@@ -503,6 +531,21 @@ func (n *node) enqueue(w *Watch) {
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
 	n.kicked()
+}
+
+// enqueueLater queues the first check of w, to be sent within Gather
+// with the others queued meanwhile (at once if the sender is woken for
+// something else first). t.mu is held.
+func (n *node) enqueueLater(w *Watch) {
+	if w.queuedOn == n || w.stopped {
+		return
+	}
+	w.queuedOn = n
+	n.queue = append(n.queue, w)
+	if !n.gathering {
+		n.gathering = true
+		n.gather.Reset(n.t.cfg.Gather)
+	}
 }
 
 // kicked tells the sender there is work.
@@ -751,6 +794,13 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			writeCmd(w, "PING")
 			n.sentLocked(conn, sent{})
 			t.mu.Unlock()
+		case <-n.gather.C:
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			t.mu.Lock()
+			n.gathering = false
+			n.writeChecks(conn, w)
+			n.writeRelays(conn, w)
+			t.mu.Unlock()
 		case <-n.kick:
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
@@ -787,6 +837,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		if x.stopped || x.n != n || x.inflight {
 			continue
 		}
+		x.fresh = false
 		g := checkGroup{spec: x.target.Spec}
 		if t.cfg.Slot != nil {
 			g.slot = t.cfg.Slot(x.target.Key)
