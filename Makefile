@@ -35,9 +35,9 @@ help: ## list targets
 
 # Modules of this repository besides the root one that `test` and `check`
 # cover (bench/ has its own smoke test in .ci/run and is only checked):
-# luart (the runtime of generated code), cmd/luagen (the generator) and
-# extra/lualockotel.
-EXTRA_MODULES := luart cmd/luagen extra/lualockotel
+# luart (the runtime of generated code), cmd/luagen (the generator),
+# extra/lualockotel and extra/lualockrueidis.
+EXTRA_MODULES := luart cmd/luagen extra/lualockotel extra/lualockrueidis
 # tests/failover runs on its own, its tests side by side: each has
 # deployments of its own and spends its time waiting for failovers (the
 # Sentinels' down-after, elections, rejoins), so 4 at a time instead of

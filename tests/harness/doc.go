@@ -44,6 +44,9 @@
 //		os.Exit(harness.Run(m)) // m.Run(), then harness.Shutdown()
 //	}
 //
+// [Main] does the same and then fails the run when a goroutine is left
+// behind ([FindLeaks]).
+//
 // [Shutdown] stops the shared servers and every other server started by this
 // package that is still running.
 package harness

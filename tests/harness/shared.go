@@ -165,3 +165,19 @@ func Run(m *testing.M) int {
 	defer Shutdown()
 	return m.Run()
 }
+
+// Main is a TestMain that checks for leaks: it runs the tests, stops the
+// servers (Run) and, when the tests passed, fails the run if a goroutine
+// is left behind (FindLeaks); then it exits.
+//
+//	func TestMain(m *testing.M) { harness.Main(m) }
+func Main(m *testing.M) {
+	code := Run(m)
+	if code == 0 {
+		if err := FindLeaks(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -7,8 +7,6 @@
 package backends
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,16 +17,7 @@ import (
 
 // Main is the TestMain of every suite: it runs the tests, stops the shared
 // servers and fails the run when a goroutine is left behind.
-func Main(m *testing.M) {
-	code := harness.Run(m)
-	if code == 0 {
-		if err := harness.FindLeaks(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func Main(m *testing.M) { harness.Main(m) }
 
 // Backend is one kind of Redis the suites run on.
 type Backend struct {
