@@ -5,7 +5,8 @@ go 1.24.0
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.15.0
-	github.com/lualock/lualock v0.0.0-00010101000000-000000000000
+	github.com/lualock/lualock v0.0.0
+	github.com/lualock/lualock/extra/lualockrueidis v0.0.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.69
 )
@@ -23,5 +24,6 @@ require (
 replace (
 	github.com/lualock/lualock => ..
 	github.com/lualock/lualock/cmd/luagen => ../cmd/luagen
+	github.com/lualock/lualock/extra/lualockrueidis => ../extra/lualockrueidis
 	github.com/lualock/lualock/luart => ../luart
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/extra/lualockrueidis"
 )
 
 // Library labels. The family is the first word.
@@ -26,6 +27,7 @@ const (
 	libLualock      = "lualock"
 	libLualockFair  = "lualock (fair)"
 	libLualockAP    = "lualock (tuned: Scripter AutoPipeline)"
+	libLualockRue   = "lualock (tuned: Scripter rueidis)"
 	libLualockRead  = "lualock (read lock)"
 	libLualockWrite = "lualock (write lock)"
 	libLualockFence = "lualock (fenced)"
@@ -172,6 +174,7 @@ func goRedis(addr, name string) (*redis.Client, *atomic.Int64) {
 
 type lualockInst struct {
 	rdb  *redis.Client
+	rc   rueidis.Client // the Scripter's client (openLualockRueidis), closed after c
 	c    *lualock.Client
 	n    *atomic.Int64
 	fair bool
@@ -215,6 +218,27 @@ func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error)
 	}
 }
 
+// openLualockRueidis opens lualock with its scripts sent by a rueidis
+// client (extra/lualockrueidis) on the same Redis, with rueidis's defaults;
+// the requests of both clients are counted together.
+func openLualockRueidis(e *env, o openOpts) (instance, error) {
+	rdb, n := goRedis(e.cfg.addr, o.name)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.cfg.addr}, ClientName: o.name})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	opts := lualock.Options{WatchdogLease: o.wdLease, ReplicaAck: e.cfg.ack,
+		Scripter: lualockrueidis.Scripter(countingRueidis{Client: rc, n: n})}
+	c, err := lualock.New(rdb, opts)
+	if err != nil {
+		rc.Close()
+		rdb.Close()
+		return nil, err
+	}
+	return &lualockInst{rdb: rdb, rc: rc, c: c, n: n}, nil
+}
+
 func (i *lualockInst) newMutex(key string) mutex {
 	switch i.kind {
 	case "read":
@@ -245,6 +269,9 @@ func (i *lualockInst) newProbe(key string) mutex {
 }
 func (i *lualockInst) close() {
 	_ = i.c.Close()
+	if i.rc != nil {
+		i.rc.Close()
+	}
 	_ = i.rdb.Close()
 }
 
@@ -582,6 +609,7 @@ var (
 	vLualock     = variant{libLualock, false, openLualock(false, false)}
 	vLualockFair = variant{libLualockFair, false, openLualock(true, false)}
 	vLualockAP   = variant{libLualockAP, false, openLualock(false, true)}
+	vLualockRue  = variant{libLualockRue, false, openLualockRueidis}
 	vLualockRead = variant{libLualockRead, false, openLualockKind("read")}
 	vLualockWrt  = variant{libLualockWrite, false, openLualockKind("write")}
 	vLualockFnc  = variant{libLualockFence, false, openLualockKind("fenced")}
@@ -602,7 +630,7 @@ var (
 // Uncontended locks never retry, so the retry settings do not matter there;
 // rueidislock's KeyMajority does (3 keys by default, 1 tuned).
 func uncontendedVariants() []variant {
-	return []variant{vPing, vLualock, vLualockAP, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vLualockSem, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
+	return []variant{vPing, vLualock, vLualockAP, vLualockRue, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vLualockSem, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
 }
 
 func contendedVariants() []variant {

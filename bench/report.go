@@ -486,6 +486,7 @@ func (e *env) targets() []verdict {
 		for _, row := range []struct{ lib, with string }{
 			{libLualock, ""},
 			{libLualockAP, ", with Options.Scripter = AutoPipeline"},
+			{libLualockRue, ", with Options.Scripter = lualockrueidis"},
 		} {
 			lu := e.med(wl, row.lib, "ops_per_s")
 			if row.lib != libLualock && math.IsNaN(lu) {
@@ -632,6 +633,10 @@ func (e *env) uncontendedText(wl string, g int, lu, fair, ping float64, peer str
 		}
 		s = append(s, fmt.Sprintf("With Options.Scripter set to go-redis's auto-pipeliner (rdb.AutoPipeline(), go-redis ≥ 9.22, experimental there), the same scripts do %s ops/s (%s the default, %s PING/s, %s the best peer): %s.",
 			num(ap), ratio(ap, lu), ratio(ap, ping), ratio(ap, best), why))
+	}
+	if rue := e.med(wl, libLualockRue, "ops_per_s"); !math.IsNaN(rue) {
+		s = append(s, fmt.Sprintf("With Options.Scripter set to a rueidis client (extra/lualockrueidis), which pipelines concurrent calls and sends a lone one at once, the same scripts do %s ops/s (%s the default, %s the best peer) at %s µs of Redis and %s µs of client CPU per op.",
+			num(rue), ratio(rue, lu), ratio(rue, best), num(e.med(wl, libLualockRue, "redis_cpu_us_per_op")), num(e.med(wl, libLualockRue, "client_cpu_us_per_op"))))
 	}
 	s = append(s, fmt.Sprintf("The fair lock does %s ops/s (%s the reentrant lock): its scripts also read the queue and the timeout set.", num(fair), ratio(fair, lu)))
 	if rd, wr, fe := e.med(wl, libLualockRead, "ops_per_s"), e.med(wl, libLualockWrite, "ops_per_s"), e.med(wl, libLualockFence, "ops_per_s"); !math.IsNaN(rd) {
