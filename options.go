@@ -87,14 +87,16 @@ type Options struct {
 
 	// Scripter, when set, runs the lock scripts (acquire, release, leave,
 	// force release, status) in place of the redis client given to New. It
-	// is meant for a client-side auto-pipeliner such as go-redis's
-	// rdb.AutoPipeline() (go-redis 9.22 or later, experimental there),
-	// which sends the calls of concurrent goroutines to Redis together:
-	// with 32 goroutines locking their own locks it raised throughput 1.2
-	// to 1.7 times in this project's benchmarks, while with one goroutine,
+	// is meant for a client that sends the calls of concurrent goroutines
+	// to Redis together: go-redis's rdb.AutoPipeline() (go-redis 9.22 or
+	// later, experimental there), or a rueidis client through the module
+	// github.com/lualock/lualock/extra/lualockrueidis. With 32 goroutines
+	// locking their own locks the auto-pipeliner raised throughput 1.2 to
+	// 1.7 times in this project's benchmarks, while with one goroutine,
 	// and when a lock is handed over between waiters, it was slower (see
-	// the README, Benchmarks). It must reach the same Redis deployment as
-	// that client, and must not be a pipeline (redis.Pipeliner).
+	// docs/GUIDE.md, Many goroutines). It must reach the same Redis
+	// deployment as that client, and must not be a pipeline
+	// (redis.Pipeliner).
 	//
 	// go-redis's auto-pipeliner does not honour a command's context once
 	// the command is queued: with it, a call waits for Redis's answer up to
