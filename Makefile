@@ -50,8 +50,8 @@ NOREDIS_NOTE := make: redis-server is not on PATH: the integration tests against
 
 # Likewise for the Redisson interop suite (tests/interop), which skips when
 # LUALOCK_REDISSON_JARS names no jar, names a missing one, or javac is not
-# on PATH. The README's "Two commands" says where the jars come from.
-NOREDISSON_NOTE := make: the Redisson interop suite (tests/interop) was SKIPPED: it needs a JDK and the Redisson jars named in LUALOCK_REDISSON_JARS (the README says where to get them), or set LUALOCK_REQUIRE_REDISSON=1 to make this a failure.
+# on PATH. docs/TESTING.md says where the jars come from.
+NOREDISSON_NOTE := make: the Redisson interop suite (tests/interop) was SKIPPED: it needs a JDK and the Redisson jars named in LUALOCK_REDISSON_JARS (docs/TESTING.md says where to get them), or set LUALOCK_REQUIRE_REDISSON=1 to make this a failure.
 
 # run_tests runs go test with flags $(1) on the root module and on
 # EXTRA_MODULES, then prints NOREDIS_NOTE when redis-server is missing and
