@@ -92,7 +92,7 @@ func redissonJars(t *testing.T) []redissonJar {
 func compileAgents() ([]redissonJar, error) {
 	list := os.Getenv(envJars)
 	if list == "" {
-		return nil, fmt.Errorf("%s is not set: the Redisson interop tests need Redisson jars (e.g. %s=/path/redisson-4.7.0.jar:/path/redisson-3.16.8.jar; see README.md, Redisson interop)", envJars, envJars)
+		return nil, fmt.Errorf("%s is not set: the Redisson interop tests need Redisson jars (e.g. %s=/path/redisson-4.7.0.jar:/path/redisson-3.16.8.jar; see docs/TESTING.md, The Redisson interop suite)", envJars, envJars)
 	}
 	for _, tool := range []string{"java", "javac"} {
 		if _, err := exec.LookPath(tool); err != nil {
