@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,14 +155,17 @@ func newTracker(c *Client) *track.Tracker {
 
 // clusterPlacer finds the node of a key for the tracker on a cluster: the
 // master of its slot in the cluster client's view, unless the tracker
-// could not reach that master just now (Refresh): then another master,
-// whose MOVED reply to the check names the slot's master as that node
-// knows it. After a failover the promoted replica tells every node at
-// once, while go-redis reloads its view at most every 200ms: the watches
-// of the crashed master reach the promoted one within the tracker's
-// retries, and a hold the promotion lost is reported then. A check sent
-// to a node that does not serve the slot is refused with MOVED (it never
-// reads the key there), so this costs the redirections only.
+// could not reach that master just now (Refresh): then a replica of that
+// master, or another master when the view has none. A replica promoted by
+// a failover serves the slot as soon as it has promoted itself, and
+// answers the check at once; before, it refuses it (MOVED to the crashed
+// master, or CLUSTERDOWN), and the tracker asks again within its backoff.
+// The other masters learn of the promotion later (tens of milliseconds,
+// by the cluster bus, refusing with CLUSTERDOWN meanwhile) and go-redis
+// reloads its view at most every 200ms, so asking either instead cost
+// that much. A check sent to a node that does not serve the slot is
+// refused (it never reads the key there), so this costs the refusals
+// only.
 type clusterPlacer struct {
 	rdb *redis.ClusterClient
 
@@ -169,10 +174,15 @@ type clusterPlacer struct {
 }
 
 // unreached is a master the tracker could not reach: when it last failed,
-// and the master its watches go to instead.
+// its replicas (read once per outage from another master's CLUSTER
+// NODES: go-redis's view lists a replica only once the cluster bus has
+// carried a replication offset of it), the master its watches go to when
+// it has none, and the next replica to ask.
 type unreached struct {
-	at    time.Time
-	other string
+	at       time.Time
+	replicas []string
+	other    string
+	next     int
 }
 
 // unreachedFor is how long after the tracker's last failure to reach a
@@ -185,12 +195,13 @@ const unreachedFor = 100 * time.Millisecond
 // cluster client to reload its view.
 func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
 	var other string
+	var via *redis.Client
 	var mu sync.Mutex
 	_ = p.rdb.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if a := c.Options().Addr; a != addr && (other == "" || a < other) {
-			other = a
+			other, via = a, c
 		}
 		return nil
 	})
@@ -200,9 +211,51 @@ func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
 			delete(p.down, a)
 		}
 	}
-	p.down[addr] = unreached{at: time.Now(), other: other}
+	u, known := p.down[addr]
+	p.mu.Unlock()
+	if !known && via != nil {
+		u.replicas = replicasOf(ctx, via, addr)
+	}
+	u.at, u.other = time.Now(), other
+	p.mu.Lock()
+	p.down[addr] = u
 	p.mu.Unlock()
 	p.rdb.ReloadState(ctx)
+}
+
+// replicasOf returns the addresses of the replicas of the master at addr,
+// from c's CLUSTER NODES (none when it cannot be read).
+func replicasOf(ctx context.Context, c *redis.Client, addr string) []string {
+	nodes, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil
+	}
+	id := ""
+	type line struct{ addr, master string }
+	var all []line
+	for _, l := range strings.Split(nodes, "\n") {
+		// <id> <ip:port@cport[,hostname]> <flags> <master id or -> ...
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		a, _, _ := strings.Cut(f[1], "@")
+		if a == addr {
+			id = f[0]
+		}
+		flags := strings.Split(f[2], ",")
+		if slices.Contains(flags, "fail") || slices.Contains(flags, "noaddr") {
+			continue
+		}
+		all = append(all, line{addr: a, master: f[3]})
+	}
+	var rs []string
+	for _, l := range all {
+		if id != "" && l.master == id {
+			rs = append(rs, l.addr)
+		}
+	}
+	return rs
 }
 
 func (p *clusterPlacer) addr(ctx context.Context, key string) (string, error) {
@@ -213,8 +266,17 @@ func (p *clusterPlacer) addr(ctx context.Context, key string) (string, error) {
 	addr := m.Options().Addr
 	p.mu.Lock()
 	u, ok := p.down[addr]
+	if ok && len(u.replicas) > 0 {
+		u.next++
+		p.down[addr] = u
+	}
 	p.mu.Unlock()
-	if ok && u.other != "" && time.Since(u.at) <= unreachedFor {
+	switch {
+	case !ok || time.Since(u.at) > unreachedFor:
+		return addr, nil
+	case len(u.replicas) > 0:
+		return u.replicas[u.next%len(u.replicas)], nil
+	case u.other != "":
 		return u.other, nil
 	}
 	return addr, nil
