@@ -503,6 +503,19 @@ func (e *env) targets() []verdict {
 				met:    lu >= best, known: !math.IsNaN(lu) && !math.IsNaN(best),
 			})
 		}
+		// Redis's work and the client's allocations per pair, default
+		// Options, against redislock in the same run.
+		lc, rc := e.med(wl, libLualock, "redis_cpu_us_per_op"), e.med(wl, libRedislockDoc, "redis_cpu_us_per_op")
+		al := e.med(wl, libLualock, "allocs_per_op")
+		out = append(out, verdict{
+			target: fmt.Sprintf("uncontended, %d goroutine(s): Redis CPU per lock+unlock ≤ 1.1 × redislock's", g),
+			result: fmt.Sprintf("lualock %s µs vs redislock %s µs (%s)", num(lc), num(rc), ratio(lc, rc)),
+			met:    lc <= 1.1*rc, known: !math.IsNaN(lc) && !math.IsNaN(rc),
+		}, verdict{
+			target: fmt.Sprintf("uncontended, %d goroutine(s): allocations per lock+unlock ≤ 29 (whole process, rounded)", g),
+			result: fmt.Sprintf("lualock %s allocs/op", num(al)),
+			met:    math.Round(al) <= 29, known: !math.IsNaN(al),
+		})
 	}
 	// 2. Contended handoff p99.
 	for _, pause := range []time.Duration{0, e.cfg.pause} {
