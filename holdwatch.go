@@ -132,20 +132,28 @@ func newTracker(c *Client) *track.Tracker {
 	switch rdb := c.rdb.(type) {
 	case *redis.Client:
 		// A failover client's dialer finds the current primary itself.
+		// Behind Sentinel the tracker also checks that it reached a
+		// primary, and looks for a promoted replica on its own when the
+		// primary is gone: Sentinel names it only after it has seen it
+		// answer as a primary, up to a second later.
 		opt := rdb.Options()
-		return track.New(track.Dialer{
+		d := track.Dialer{
 			Addr: func(context.Context, string) (string, error) { return opt.Addr, nil },
 			Dial: func(ctx context.Context, addr string) (net.Conn, error) { return opt.Dialer(ctx, opt.Network, addr) },
 			Auth: auth(opt.Username, opt.Password, opt.CredentialsProvider, opt.CredentialsProviderContext),
 			DB:   opt.DB,
-		}, cfg)
+		}
+		if opt.Addr == failoverAddr {
+			d.DialAddr = addrDialer(nil, opt.DialTimeout, opt.TLSConfig)
+		}
+		return track.New(d, cfg)
 	case *redis.ClusterClient:
 		opt := rdb.Options()
 		cfg.Slot = keys.Slot
 		p := &clusterPlacer{rdb: rdb, down: map[string]unreached{}}
 		return track.New(track.Dialer{
 			Addr:    p.addr,
-			Dial:    clusterDialer(opt),
+			Dial:    addrDialer(opt.Dialer, opt.DialTimeout, opt.TLSConfig),
 			Auth:    auth(opt.Username, opt.Password, opt.CredentialsProvider, opt.CredentialsProviderContext),
 			Refresh: p.refresh,
 		}, cfg)
@@ -240,10 +248,10 @@ func replicasOf(ctx context.Context, c *redis.Client, addr string) []string {
 			continue
 		}
 		a, _, _ := strings.Cut(f[1], "@")
-		if a == addr {
-			id = f[0]
-		}
 		flags := strings.Split(f[2], ",")
+		if a == addr && slices.Contains(flags, "master") {
+			id = f[0] // not a stale entry of the same address
+		}
 		if slices.Contains(flags, "fail") || slices.Contains(flags, "noaddr") {
 			continue
 		}
@@ -296,18 +304,19 @@ func auth(user, pass string, fn func() (string, string), ctxFn func(context.Cont
 	}
 }
 
-// clusterDialer dials a cluster's node as go-redis does.
-func clusterDialer(opt *redis.ClusterOptions) func(ctx context.Context, addr string) (net.Conn, error) {
+// addrDialer dials a node at a given address as go-redis does: with the
+// options' dialer when set, else over TCP (TLS when configured).
+func addrDialer(dialer func(context.Context, string, string) (net.Conn, error), timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, addr string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		if opt.Dialer != nil {
-			return opt.Dialer(ctx, "tcp", addr)
+		if dialer != nil {
+			return dialer(ctx, "tcp", addr)
 		}
-		d := &net.Dialer{Timeout: opt.DialTimeout}
+		d := &net.Dialer{Timeout: timeout}
 		if d.Timeout == 0 {
 			d.Timeout = 5 * time.Second
 		}
-		if opt.TLSConfig != nil {
-			return (&tls.Dialer{NetDialer: d, Config: opt.TLSConfig}).DialContext(ctx, "tcp", addr)
+		if tlsConfig != nil {
+			return (&tls.Dialer{NetDialer: d, Config: tlsConfig}).DialContext(ctx, "tcp", addr)
 		}
 		return d.DialContext(ctx, "tcp", addr)
 	}

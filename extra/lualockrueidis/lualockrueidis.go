@@ -129,7 +129,12 @@ func (s *scripter) ScriptLoad(ctx context.Context, script string) *redis.StringC
 		cmd.SetErr(errNilClient)
 		return cmd
 	}
-	for _, c := range s.nodes() {
+	nodes := s.nodes()
+	if len(nodes) == 0 {
+		cmd.SetErr(errors.New("lualockrueidis: SCRIPT LOAD: the client knows no node"))
+		return cmd
+	}
+	for _, c := range nodes {
 		v, err := reply(c.Do(ctx, c.B().ScriptLoad().Script(script).Build()))
 		if err != nil {
 			cmd.SetErr(err)

@@ -92,6 +92,13 @@ type Dialer struct {
 	// could not be reached, before the watches of that node are placed
 	// again by Addr (a cluster's slot map).
 	Refresh func(ctx context.Context, addr string)
+	// DialAddr, when not nil, dials a given address (Dial may ignore its
+	// own: a Sentinel client's finds the primary itself). It turns on the
+	// primary check: every connection must answer ROLE as a primary, and
+	// when the node cannot be reached, the replicas its last primary named
+	// are dialed in turn, so that a replica promoted by a failover is
+	// found as soon as it answers as a primary, before Sentinel names it.
+	DialAddr func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Config sets the tracker's bounds.
@@ -485,6 +492,12 @@ type node struct {
 	relays  []*relay          // to send (Relay)
 	pending []sent            // commands sent, in order, awaiting replies
 	loaded  map[*Spec]bool    // scripts loaded on this connection
+	// replicas are the replicas the node's last primary named (ROLE),
+	// with Dialer.DialAddr: where to look when the node cannot be reached.
+	// roleAt is when they were last read.
+	replicas []string
+	roleAt   time.Time
+	written  uint64 // commands written on the connection, to tell an idle one
 
 	// writeChecks's buffers, reused from call to call
 	order  []checkGroup
@@ -505,6 +518,8 @@ type sent struct {
 	check []watchRef
 	spec  *Spec
 	relay *relay
+	role  bool      // a ROLE of the primary check
+	at    time.Time // when it was written: its reply is due Timeout later
 }
 
 // each calls f for every watch of n. t.mu is held.
@@ -689,13 +704,39 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// connect dials the node and turns tracking on: HELLO 3 (with AUTH),
-// SELECT, CLIENT TRACKING ON NOLOOP.
+// connect dials the node and turns tracking on. With Dialer.DialAddr,
+// a node it cannot reach, or that is not a primary, is looked for among
+// the replicas its last primary named: the first that answers as a
+// primary is the node's connection.
 func (n *node) connect() (net.Conn, *bufio.Reader, error) {
+	t := n.t
+	conn, r, err := n.handshake(t.d.Dial, n.addr)
+	if err == nil || t.d.DialAddr == nil || errors.Is(err, errUnsupported) {
+		return conn, r, err
+	}
+	t.mu.Lock()
+	replicas := slices.Clone(n.replicas)
+	t.mu.Unlock()
+	for _, a := range replicas {
+		if conn, r, e := n.handshake(t.d.DialAddr, a); e == nil {
+			return conn, r, nil
+		}
+	}
+	return nil, nil, err
+}
+
+// errNotPrimary: with the primary check on, the node answered ROLE as a
+// replica (or a Sentinel's stale answer named one).
+var errNotPrimary = errors.New("track: the node is not a primary")
+
+// handshake dials addr with dial and turns tracking on: HELLO 3 (with
+// AUTH), SELECT, CLIENT TRACKING ON NOLOOP, and with Dialer.DialAddr a
+// ROLE that must say primary (its replicas are kept for connect).
+func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), addr string) (net.Conn, *bufio.Reader, error) {
 	t := n.t
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
 	defer cancel()
-	conn, err := t.d.Dial(ctx, n.addr)
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -723,6 +764,10 @@ func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 	}
 	writeCmd(w, "CLIENT", "TRACKING", "ON", "NOLOOP")
 	cmds++
+	role := t.d.DialAddr != nil
+	if role {
+		writeCmd(w, "ROLE")
+	}
 	if err := w.Flush(); err != nil {
 		return fail(err)
 	}
@@ -739,8 +784,36 @@ func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 			return fail(fmt.Errorf("%w: %s", errUnsupported, v.str))
 		}
 	}
+	if role {
+		v, err := readValue(r)
+		if err != nil {
+			return fail(err)
+		}
+		replicas, ok := primaryRole(v)
+		if !ok {
+			return fail(errNotPrimary)
+		}
+		t.mu.Lock()
+		n.replicas, n.roleAt = replicas, time.Now()
+		t.mu.Unlock()
+	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, r, nil
+}
+
+// primaryRole reports whether v, a ROLE reply, is a primary's, and the
+// addresses of the replicas it names: ["master", offset, [[ip, port,
+// offset], ...]].
+func primaryRole(v value) (replicas []string, ok bool) {
+	if v.kind != '*' || len(v.elems) < 3 || v.elems[0].str != "master" {
+		return nil, false
+	}
+	for _, x := range v.elems[2].elems {
+		if len(x.elems) >= 2 && x.elems[0].str != "" && x.elems[1].str != "" {
+			replicas = append(replicas, net.JoinHostPort(x.elems[0].str, x.elems[1].str))
+		}
+	}
+	return replicas, true
 }
 
 // errUnsupported: the node refused to turn tracking on.
@@ -770,9 +843,27 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 	w := bufio.NewWriter(conn)
 	ping := time.NewTicker(t.cfg.Ping)
 	defer ping.Stop()
-	wrote := false
+	// With the primary check, ROLE is read again when due (roleDue): the
+	// replicas are where a promoted one is looked for.
+	var roleTick <-chan time.Time
+	if t.d.DialAddr != nil {
+		rt := time.NewTicker(min(time.Second, t.cfg.Ping))
+		defer rt.Stop()
+		roleTick = rt.C
+	}
+	wrote := false  // since the last ping tick
+	var last uint64 // n.written at the last flush
 	for {
 		select {
+		case <-roleTick:
+			t.mu.Lock()
+			if !n.roleDue() {
+				t.mu.Unlock()
+				continue
+			}
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			n.writeRole(conn, w)
+			t.mu.Unlock()
 		case <-t.ctx.Done():
 			return
 		case <-done:
@@ -798,17 +889,25 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			n.gathering = false
+			n.writeRole(conn, w)
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		case <-n.kick:
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
+			n.writeRole(conn, w)
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		}
-		wrote = true
+		// A tick that wrote nothing (every watch it found had stopped)
+		// leaves the link idle: the next ping tick probes it.
+		t.mu.Lock()
+		if n.written != last {
+			wrote, last = true, n.written
+		}
+		t.mu.Unlock()
 		if err := w.Flush(); err != nil {
 			return
 		}
@@ -818,8 +917,37 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 // sentLocked records a command written (before its flush: its reply
 // cannot come first) and bounds the wait for it. t.mu is held.
 func (n *node) sentLocked(conn net.Conn, s sent) {
+	s.at = time.Now()
+	n.written++
+	if len(n.pending) == 0 {
+		_ = conn.SetReadDeadline(s.at.Add(n.t.cfg.Timeout))
+	}
 	n.pending = append(n.pending, s)
-	_ = conn.SetReadDeadline(time.Now().Add(n.t.cfg.Timeout))
+}
+
+// roleDue reports whether the primary check's ROLE is to be read again:
+// every Ping, and every second while the primary names no replica (right
+// after a failover, until the old primary rejoins as one), while the node
+// has watches. t.mu is held.
+func (n *node) roleDue() bool {
+	if n.t.d.DialAddr == nil || n.empty() {
+		return false
+	}
+	since := time.Since(n.roleAt)
+	return since >= n.t.cfg.Ping || len(n.replicas) == 0 && since >= time.Second
+}
+
+// writeRole writes a ROLE when one is due (roleDue), with the checks a
+// new hold or a change sends: a primary without replicas a second ago is
+// asked again as soon as there are holds whose loss a failover could
+// hide. t.mu is held.
+func (n *node) writeRole(conn net.Conn, w *bufio.Writer) {
+	if !n.roleDue() {
+		return
+	}
+	n.roleAt = time.Now()
+	writeCmd(w, "ROLE")
+	n.sentLocked(conn, sent{role: true})
 }
 
 // writeChecks writes the queue as check calls, by spec and slot, at most
@@ -921,7 +1049,11 @@ func (n *node) read(conn net.Conn, r *bufio.Reader) {
 		if len(n.pending) == 0 {
 			_ = conn.SetReadDeadline(time.Time{}) // idle: wait for pushes
 		} else {
-			_ = conn.SetReadDeadline(time.Now().Add(t.cfg.Timeout))
+			// The oldest command awaiting its reply bounds the wait:
+			// commands sent since do not move it, or a connection that
+			// stopped answering would never be taken for dead while
+			// new holds keep sending checks.
+			_ = conn.SetReadDeadline(n.pending[0].at.Add(t.cfg.Timeout))
 		}
 		calls := n.replied(s, v)
 		t.mu.Unlock()
@@ -973,6 +1105,16 @@ type callback struct {
 func (n *node) replied(s sent, v value) []callback {
 	if s.relay != nil {
 		n.relayed(s.relay, v)
+		return nil
+	}
+	if s.role {
+		if replicas, ok := primaryRole(v); ok {
+			n.replicas = replicas
+		} else if n.conn != nil {
+			// Demoted: its reads no longer speak for the holds. The
+			// watches are checked again on the next connection.
+			n.conn.Close()
+		}
 		return nil
 	}
 	if s.check == nil || n.t.closed {

@@ -14,7 +14,8 @@ type hold struct {
 	ctx     context.Context                     // ends when the hold is lost; nil: the kind has none (plain semaphore)
 	held    func(context.Context) (bool, error) // nil: the kind cannot tell
 	release func(context.Context) error
-	token   int64 // the fenced lock's token
+	token   int64  // the fenced lock's token
+	field   string // a Lock handle's field in the lock's hash
 }
 
 // kind is one primitive as the rounds use it: take blocks until the first
@@ -29,7 +30,7 @@ type kind struct {
 
 // lockHold is the hold of a Lock handle.
 func lockHold(l *lualock.Lock) hold {
-	return hold{ctx: l.Context(), held: l.IsHeld, release: l.Unlock}
+	return hold{ctx: l.Context(), held: l.IsHeld, release: l.Unlock, field: l.Field()}
 }
 
 // lockKind is a kind made of a Lock handle per client.

@@ -23,8 +23,9 @@ const (
 	linkDelay = 50 * time.Millisecond
 	// linkDelayOff is the lag of the rounds without acknowledgement: long
 	// enough that a round's first acquisition (a round takes nine, in a
-	// few ms unloaded) is still in the window on a loaded machine.
-	linkDelayOff = 200 * time.Millisecond
+	// few ms unloaded, then waits for the waiter to subscribe) is still in
+	// the window on a loaded machine.
+	linkDelayOff = time.Second
 	// lease is the watchdog's lease: longer than a failover's outage
 	// (Sentinel down-after 1s or cluster node timeout 1s, the election,
 	// the promotion: 1.5-2.5s typically,
@@ -234,6 +235,8 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 		holds := make([]hold, len(ks))
 		ended := make([]time.Time, len(ks)) // when each hold's Context ended
 		endedC := make([]chan struct{}, len(ks))
+		wl := w.NewLock(names[0]) // a waiter on the reentrant lock
+		woken := make(chan error, 1)
 		for i, k := range ks {
 			start := time.Now()
 			h, err := k.take(ctx, h1, names[i])
@@ -246,16 +249,19 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 				endedC[i] = make(chan struct{})
 				context.AfterFunc(h.ctx, func() { ended[i] = time.Now(); close(endedC[i]) })
 			}
+			if i == 0 {
+				// The waiter queues on the old primary while the
+				// others are taken.
+				go func() { woken <- wl.Lock(ctx) }()
+			}
 		}
+		subscribedOn(t, ctx, d, keys.Of(names[0]).Channel)
 		tr.mark("taken")
 		if mode != lualock.ReplicaAckOff {
 			if ev, n := tr.cut(); n < len(ks) {
 				t.Logf("round %d: %d WAITs for %d acquisitions:\n%s", round, n, len(ks), ev)
 			}
 		}
-		wl := w.NewLock(names[0]) // a waiter on the reentrant lock
-		woken := make(chan error, 1)
-		go func() { woken <- wl.Lock(ctx) }()
 
 		crash := time.Now()
 		tr.mark("crash " + old.Addr())
@@ -276,15 +282,16 @@ func rounds(t *testing.T, d deployment, mode lualock.ReplicaAck, n int) result {
 		for i, k := range ks {
 			h, ok := probe(t, ctx, k, h2, names[i])
 			if !ok {
-				// The reentrant lock has a waiter of another client, which
-				// may take a lost hold on the new primary before the probe
-				// tries: the hold is lost all the same when the first
-				// holder's field is not there any more (its holder is then
-				// told, below).
-				if held := holds[i].held; held != nil {
-					if in, err := held(ctx); err == nil && !in {
-						lost[i] = true
-						r.lost[k.name]++
+				// The reentrant lock (i == 0) has a waiter of another
+				// client, which may take a lost hold on the new primary
+				// before the probe tries: the hold is lost all the same
+				// when the first holder's field is not there any more
+				// (its holder is then told, below).
+				if i == 0 && !stillHeld(t, ctx, promoted, names[i], holds[i].field) {
+					lost[i] = true
+					r.lost[k.name]++
+					if holds[i].ctx.Err() == nil {
+						r.overlaps[k.name]++
 					}
 				}
 				continue
@@ -520,6 +527,27 @@ func probe(t *testing.T, ctx context.Context, k kind, c *lualock.Client, name st
 			t.Fatalf("second holder, %s: %v", k.name, err)
 		}
 		time.Sleep(20 * time.Millisecond) // Redis not there yet (ErrUnavailable, a transient error)
+	}
+}
+
+// stillHeld reports whether the first holder's field is in the lock's
+// hash on the promoted primary, read there directly: the first holder's
+// own cluster client may still send to the crashed master.
+func stillHeld(t *testing.T, ctx context.Context, promoted *harness.Node, key, field string) bool {
+	t.Helper()
+	rdb := promoted.Server.Client(func(o *redis.Options) { o.MaintNotificationsConfig = harness.NoMaintNotifications() })
+	defer rdb.Close()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		in, err := rdb.HExists(actx, key, field).Result()
+		cancel()
+		switch {
+		case err == nil:
+			return in
+		case ctx.Err() != nil:
+			t.Fatalf("reading the first holder's field of %s on %s: %v", key, promoted.Addr(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
