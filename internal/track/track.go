@@ -857,12 +857,12 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 		select {
 		case <-roleTick:
 			t.mu.Lock()
-			if !n.roleDue() {
+			if !n.roleDue(time.Second) {
 				t.mu.Unlock()
 				continue
 			}
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
-			n.writeRole(conn, w)
+			n.writeRole(conn, w, time.Second)
 			t.mu.Unlock()
 		case <-t.ctx.Done():
 			return
@@ -889,14 +889,14 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
 			n.gathering = false
-			n.writeRole(conn, w)
+			n.writeRole(conn, w, 100*time.Millisecond)
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
 		case <-n.kick:
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
-			n.writeRole(conn, w)
+			n.writeRole(conn, w, 100*time.Millisecond)
 			n.writeChecks(conn, w)
 			n.writeRelays(conn, w)
 			t.mu.Unlock()
@@ -926,23 +926,24 @@ func (n *node) sentLocked(conn net.Conn, s sent) {
 }
 
 // roleDue reports whether the primary check's ROLE is to be read again:
-// every Ping, and every second while the primary names no replica (right
-// after a failover, until the old primary rejoins as one), while the node
-// has watches. t.mu is held.
-func (n *node) roleDue() bool {
+// every Ping, and every bare (at most every second when idle, every
+// 100ms with new checks) while the primary names no replica (right after
+// a failover, until the old primary rejoins as one), while the node has
+// watches. t.mu is held.
+func (n *node) roleDue(bare time.Duration) bool {
 	if n.t.d.DialAddr == nil || n.empty() {
 		return false
 	}
 	since := time.Since(n.roleAt)
-	return since >= n.t.cfg.Ping || len(n.replicas) == 0 && since >= time.Second
+	return since >= n.t.cfg.Ping || len(n.replicas) == 0 && since >= bare
 }
 
 // writeRole writes a ROLE when one is due (roleDue), with the checks a
-// new hold or a change sends: a primary without replicas a second ago is
-// asked again as soon as there are holds whose loss a failover could
-// hide. t.mu is held.
-func (n *node) writeRole(conn net.Conn, w *bufio.Writer) {
-	if !n.roleDue() {
+// new hold or a change sends: a primary that named no replica 100ms ago
+// is asked again as soon as there are holds whose loss a failover could
+// hide (a failover may follow the last one at once). t.mu is held.
+func (n *node) writeRole(conn net.Conn, w *bufio.Writer, bare time.Duration) {
+	if !n.roleDue(bare) {
 		return
 	}
 	n.roleAt = time.Now()
