@@ -219,13 +219,18 @@ func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
 			delete(p.down, a)
 		}
 	}
-	u, known := p.down[addr]
+	_, known := p.down[addr]
 	p.mu.Unlock()
+	var replicas []string
 	if !known && via != nil {
-		u.replicas = replicasOf(ctx, via, addr)
+		replicas = replicasOf(ctx, via, addr)
+	}
+	p.mu.Lock()
+	u, still := p.down[addr] // as addr left it: its rotation goes on
+	if !still {
+		u.replicas = replicas
 	}
 	u.at, u.other = time.Now(), other
-	p.mu.Lock()
 	p.down[addr] = u
 	p.mu.Unlock()
 	p.rdb.ReloadState(ctx)

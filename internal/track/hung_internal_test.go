@@ -1,12 +1,10 @@
 package track
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -17,54 +15,13 @@ import (
 // for them do not move that bound, and ticks that find every new hold
 // already released send nothing and leave the pings to probe the link.
 func TestHungNode_redialedDespiteChurn(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var accepted atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	defer func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	// Answers the handshake, then nothing.
+	addr, accepted := fakeNode(t, func(cmd []value) string {
+		if strings.EqualFold(cmd[0].str, "HELLO") || strings.EqualFold(cmd[0].str, "CLIENT") {
+			return "+OK\r\n"
 		}
-		mu.Unlock()
-		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Answers the handshake, then nothing.
-				r := bufio.NewReader(c)
-				for {
-					v, err := readValue(r)
-					if err != nil {
-						return
-					}
-					if len(v.elems) > 0 && strings.EqualFold(v.elems[0].str, "HELLO") || len(v.elems) > 0 && strings.EqualFold(v.elems[0].str, "CLIENT") {
-						_, _ = c.Write([]byte("+OK\r\n"))
-					}
-				}
-			}()
-		}
-	}()
-
-	addr := ln.Addr().String()
+		return ""
+	})
 	var d net.Dialer
 	tr := New(Dialer{
 		Addr: func(context.Context, string) (string, error) { return addr, nil },

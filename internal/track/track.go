@@ -22,7 +22,9 @@
 // end, a reconnect) is sent at once. When the connection breaks,
 // every watch of the node is checked again on the next one (a restart
 // that lost the keys is seen when the server answers again); MOVED and
-// ASK replies move the watches to the node they name.
+// ASK replies move the watches to the node they name, unless the tracker
+// just failed to reach it (a replica that has not yet promoted itself
+// names its dead master): then Addr is asked again after the backoff.
 //
 // Relay sends a renewal call on the tracking connection that watches its
 // keys: with NOLOOP its writes announce nothing to this connection, so the
@@ -130,6 +132,9 @@ type Tracker struct {
 	mu     sync.Mutex
 	nodes  map[string]*node
 	closed bool
+	// unreached are the addresses whose last dial failed, and when: a
+	// MOVED that names one is not followed (see replied).
+	unreached map[string]time.Time
 }
 
 // New returns a tracker. It sends nothing until the first Watch.
@@ -150,7 +155,7 @@ func New(d Dialer, cfg Config) *Tracker {
 		cfg.Gather = time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}}
+	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}, unreached: map[string]time.Time{}}
 }
 
 // Watch is one watched hold. The zero value is ready for Add. An owner
@@ -605,13 +610,16 @@ func (n *node) run() {
 		}
 		if err != nil {
 			t.mu.Lock()
+			t.failedDial(n.addr)
 			if n.empty() || t.closed {
 				delete(t.nodes, n.addr)
 				t.mu.Unlock()
 				return
 			}
 			t.mu.Unlock()
-			n.replace()
+			if n.replace() {
+				return // every watch moved away: no dial more
+			}
 			if !sleep(t.ctx, backoff) {
 				return
 			}
@@ -620,6 +628,7 @@ func (n *node) run() {
 		}
 		backoff = time.Millisecond
 		t.mu.Lock()
+		delete(t.unreached, n.addr)
 		if t.closed {
 			t.mu.Unlock()
 			conn.Close()
@@ -664,12 +673,25 @@ func (n *node) run() {
 	}
 }
 
+// failedDial records that addr could not be reached just now, and
+// forgets the addresses that failed long ago. t.mu is held.
+func (t *Tracker) failedDial(addr string) {
+	now := time.Now()
+	for a, at := range t.unreached {
+		if now.Sub(at) > time.Minute {
+			delete(t.unreached, a)
+		}
+	}
+	t.unreached[addr] = now
+}
+
 // replace asks Addr again for every watch of a node that cannot be
 // reached, and moves those now served elsewhere (a cluster's failover).
-func (n *node) replace() {
+// It reports whether it closed the node, which has no watch left.
+func (n *node) replace() bool {
 	t := n.t
 	if t.d.Refresh == nil {
-		return
+		return false
 	}
 	t.d.Refresh(t.ctx, n.addr)
 	t.mu.Lock()
@@ -691,6 +713,13 @@ func (n *node) replace() {
 		}
 		t.mu.Unlock()
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n.empty() && !t.closed {
+		delete(t.nodes, n.addr)
+		return true
+	}
+	return false
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -1145,8 +1174,20 @@ func (n *node) replied(s sent, v value) []callback {
 			}
 		case strings.HasPrefix(v.str, "MOVED ") || strings.HasPrefix(v.str, "ASK "):
 			f := strings.Fields(v.str)
+			to := f[len(f)-1]
+			if _, down := t.unreached[to]; down {
+				// A replica not yet promoted names the master that
+				// could not be reached: asking Addr again after the
+				// backoff costs no dial of the dead node.
+				for w := range live {
+					n.remove(w)
+					w.n = nil
+					w.retry()
+				}
+				break
+			}
 			for w := range live {
-				t.place(w, f[len(f)-1])
+				t.place(w, to)
 			}
 		default: // LOADING, BUSY, ...: again after the backoff
 			for w := range live {
