@@ -52,6 +52,43 @@ var (
 type trackRelay struct {
 	t     *track.Tracker
 	lease time.Duration // the watchdog's
+	gate  *primaryGate  // behind Sentinel; nil: every connection carries
+}
+
+// primaryGate lets a renewal take the tracker's connection behind Sentinel
+// only while it reaches the primary that go-redis's failover client uses.
+// When Sentinel switches the primary, go-redis drops its connections to
+// the old one, but the tracker's may stay up to it (a primary cut off
+// from the Sentinels still answers as a primary): a renewal carried there
+// would answer 1 while the new primary's copy of the lock runs out, and
+// the holder would never be told. Each round first asks go-redis's client
+// for CLIENT INFO, whose laddr is the address of the node it reached; a
+// call is relayed only on a tracker connection to that address, and when
+// the addresses are not comparable (a proxy, a name) it goes through the
+// client, as it did before there was a tracker.
+type primaryGate struct {
+	rdb *redis.Client
+
+	mu sync.Mutex
+	at string // the address go-redis reached this round; "": relay nothing
+}
+
+// Round implements renew.Rounder.
+func (g *primaryGate) Round(ctx context.Context) {
+	at := ""
+	if info, err := g.rdb.ClientInfo(ctx).Result(); err == nil {
+		at = info.LAddr
+	}
+	g.mu.Lock()
+	g.at = at
+	g.mu.Unlock()
+}
+
+// Round implements renew.Rounder.
+func (r trackRelay) Round(ctx context.Context) {
+	if r.gate != nil {
+		r.gate.Round(ctx)
+	}
 }
 
 // Send implements renew.Relay.
@@ -88,7 +125,16 @@ func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cm
 			args[i] = fmt.Sprint(a)
 		}
 	}
-	reply, cancel := r.t.Relay(script, args, renewed, r.lease)
+	at := ""
+	if r.gate != nil {
+		r.gate.mu.Lock()
+		at = r.gate.at
+		r.gate.mu.Unlock()
+		if at == "" {
+			return nil
+		}
+	}
+	reply, cancel := r.t.Relay(at, script, args, renewed, r.lease)
 	if reply == nil {
 		return nil
 	}

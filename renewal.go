@@ -28,12 +28,17 @@ var lockRenewal = &renew.Spec{
 // newWatchdog starts the client's watchdog: it renews the holds taken
 // without a lease every WatchdogLease/3, in calls of up to RenewBatch locks
 // (per slot on a cluster), on the hold tracker's connections when they are
-// up (trackRelay, holdwatch.go), unless behind Sentinel (relayable). The
-// tracker is made first.
+// up (trackRelay, holdwatch.go): behind Sentinel only on a connection to the
+// primary go-redis uses (primaryGate), never for a failover cluster client
+// (relayable). The tracker is made first.
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
-	if c.track != nil && relayable(c.rdb) {
-		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease}
+	switch rdb, failover := c.rdb.(*redis.Client); {
+	case c.track == nil:
+	case failover && rdb.Options().Addr == failoverAddr:
+		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease, &primaryGate{rdb: rdb}}
+	case relayable(c.rdb):
+		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease, nil}
 	}
 	if _, ok := c.rdb.(*redis.ClusterClient); ok {
 		cfg.Slot = keys.Slot
@@ -49,14 +54,15 @@ func newWatchdog(c *Client) *renew.Watchdog {
 }
 
 // relayable reports whether the watchdog's renewals may take the hold
-// tracker's connections: not behind Sentinel. go-redis's failover clients
-// drop their connections when Sentinel switches the primary; the
-// tracker's connection stays up to the old primary, where a renewal cut
-// off from the new one would still answer 1 while the new primary's copy
-// of the lock runs out, and the holder would never be told. A failover
-// client is a redis.Client whose Addr is "FailoverClient" (go-redis's
-// mark); a failover cluster client, a redis.ClusterClient whose slots
-// come from ClusterSlots.
+// tracker's connections as they are: not behind Sentinel. go-redis's
+// failover clients drop their connections when Sentinel switches the
+// primary; the tracker's connection may stay up to the old primary, where
+// a renewal cut off from the new one would still answer 1 while the new
+// primary's copy of the lock runs out, and the holder would never be
+// told (a failover client's renewals are relayed through primaryGate,
+// which checks the address first). A failover client is a redis.Client
+// whose Addr is "FailoverClient" (go-redis's mark); a failover cluster
+// client, a redis.ClusterClient whose slots come from ClusterSlots.
 func relayable(rdb redis.UniversalClient) bool {
 	switch rdb := rdb.(type) {
 	case *redis.Client:

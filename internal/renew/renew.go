@@ -27,7 +27,8 @@
 // A Relay (the hold tracker's) is offered each call first: it sends the
 // call on its own connection to the node, with the script asked to read
 // the keys again after its writes (rearm). A call it cannot carry, or that
-// fails there, goes through the client, in the same round.
+// fails there, goes through the client, in the same round. A Relay that is
+// a Rounder is told first, once per node and round.
 package renew
 
 import (
@@ -134,6 +135,14 @@ type Relay interface {
 	// with rearm (cmd.Args() is the command), and returns the call; nil
 	// when it cannot carry the call, having sent nothing.
 	Send(spec *Spec, keys, fields []string, cmd *redis.Cmd) Relayed
+}
+
+// Rounder is a Relay told when the calls of one node's round are about to
+// be offered to it (Round may ask Redis, within ctx, the round's): a
+// Relay that carries calls only while its connection reaches the node the
+// client reaches learns that here, once per round.
+type Rounder interface {
+	Round(ctx context.Context)
 }
 
 // Relayed is a call a Relay sent.
@@ -654,7 +663,7 @@ func (w *Watchdog) renewGroup(g nodeGroup) bool {
 	// lease.
 	ctx, cancel := context.WithTimeout(w.ctx, max(min(w.every, w.untilExpiry(g.batches)), time.Millisecond))
 	defer cancel()
-	w.send(ctx, w.relay(g.batches))
+	w.send(ctx, w.relay(ctx, g.batches))
 	// A relayed call that failed (its connection broke, NOSCRIPT, a slot
 	// moved) goes through the client now: the renewal is idempotent. The
 	// relayed calls get half the time left, so that a relay that hangs
@@ -727,9 +736,12 @@ func (w *Watchdog) reload(ctx context.Context, g nodeGroup) []*batch {
 
 // relay offers the batches to the Relay, and returns those it does not
 // carry. A batch it carries has its cmd and its relayed call set.
-func (w *Watchdog) relay(batches []*batch) []*batch {
+func (w *Watchdog) relay(ctx context.Context, batches []*batch) []*batch {
 	if w.cfg.Relay == nil {
 		return batches
+	}
+	if r, ok := w.cfg.Relay.(Rounder); ok {
+		r.Round(ctx)
 	}
 	p := w.rdb.Pipeline() // queues the commands, never sent
 	defer p.Discard()

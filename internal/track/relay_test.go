@@ -22,7 +22,7 @@ var renewScript = &track.Spec{Name: "lock_renew", SHA1: generated.LockRenewSHA1,
 func relayRenew(t *testing.T, tr *track.Tracker, key string, rearm bool) track.Reply {
 	t.Helper()
 	args := []string{"EVALSHA", generated.LockRenewSHA1, "1", key, "60000", map[bool]string{false: "0", true: "1"}[rearm], "f"}
-	ch, cancel := tr.Relay(renewScript, args, []track.Target{{Spec: check, Key: key, Field: "f"}}, time.Minute)
+	ch, cancel := tr.Relay("", renewScript, args, []track.Target{{Spec: check, Key: key, Field: "f"}}, time.Minute)
 	if ch == nil {
 		t.Fatalf("Relay of %s: refused, with its watch's connection up", key)
 	}
@@ -95,14 +95,14 @@ func TestRelay_refused(t *testing.T) {
 	s, rdb := server(t)
 	ctx := context.Background()
 	tr := newTracker(t, s.Addr())
-	if ch, _ := tr.Relay(renewScript, []string{"PING"}, []track.Target{{Spec: check, Key: "unwatched", Field: "f"}}, time.Minute); ch != nil {
+	if ch, _ := tr.Relay("", renewScript, []string{"PING"}, []track.Target{{Spec: check, Key: "unwatched", Field: "f"}}, time.Minute); ch != nil {
 		t.Error("Relay for a key no connection watches: sent, want refused")
 	}
 	rdb.HSet(ctx, "k", "f", 1)
 	watch(tr, "k")
 	barrier(t, tr)
 	// A call that blocks the server's reply past a killed connection.
-	ch, _ := tr.Relay(renewScript, []string{"BLPOP", "nothing", "5"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
+	ch, _ := tr.Relay("", renewScript, []string{"BLPOP", "nothing", "5"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
 	if ch == nil {
 		t.Fatal("Relay refused with the connection up")
 	}
@@ -119,7 +119,7 @@ func TestRelay_refused(t *testing.T) {
 		t.Fatal("no answer in 10s after the connection broke")
 	}
 	tr.Close()
-	if ch, _ := tr.Relay(renewScript, []string{"PING"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute); ch != nil {
+	if ch, _ := tr.Relay("", renewScript, []string{"PING"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute); ch != nil {
 		t.Error("Relay after Close: sent, want refused")
 	}
 }
@@ -151,7 +151,7 @@ func TestRelay_bigCallAfterIdle(t *testing.T) {
 	received := connectionsReceived(t, rdb)
 	time.Sleep(3 * timeout) // idle: the last flush's deadline is past
 	big := strings.Repeat("x", 16<<10)
-	ch, _ := tr.Relay(renewScript, []string{"ECHO", big}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
+	ch, _ := tr.Relay("", renewScript, []string{"ECHO", big}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
 	if ch == nil {
 		t.Fatal("Relay refused with the connection up")
 	}

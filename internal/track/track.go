@@ -223,8 +223,11 @@ func (r *relay) fail() { r.reply <- Reply{Err: ErrNoReply} }
 // after Close; else a channel that gets the reply (ErrNoReply when the
 // connection breaks first), and cancel, which withdraws the call if it is
 // not written yet and reports whether it will not run: false means it was
-// written, and its reply (or ErrNoReply) is still to come.
-func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease time.Duration) (reply <-chan Reply, cancel func() bool) {
+// written, and its reply (or ErrNoReply) is still to come. With at not
+// empty, only a connection to that address (its RemoteAddr) carries the
+// call; one that breaks before writing it answers ErrNoReply, so the call
+// is never written to another.
+func (t *Tracker) Relay(at string, script *Spec, args []string, renewed []Target, lease time.Duration) (reply <-chan Reply, cancel func() bool) {
 	if len(renewed) == 0 {
 		return nil, nil
 	}
@@ -236,6 +239,9 @@ func (t *Tracker) Relay(script *Spec, args []string, renewed []Target, lease tim
 	for _, n := range t.nodes {
 		if n.conn == nil || n.watches[renewed[0].Key] == nil {
 			continue
+		}
+		if at != "" && n.conn.RemoteAddr().String() != at {
+			return nil, nil
 		}
 		r := &relay{script: script, args: args, renewed: renewed, lease: lease, reply: make(chan Reply, 1), n: n}
 		n.relays = append(n.relays, r)

@@ -176,97 +176,101 @@ func report(b *testing.B, took []time.Duration) {
 // it (Options.NoHoldTracking), for docs/BENCHMARKS.md: Redis commands per
 // lock+unlock, commands per held lock per renewal period, Redis memory
 // and client heap per held lock, and the tracker's connections. It runs
-// only with LUALOCK_MEASURE_LOSS=1, on the standalone server and the
-// cluster.
+// only with LUALOCK_MEASURE_LOSS=1, on the standalone server, the cluster
+// and behind a Sentinel.
 //
 //	LUALOCK_MEASURE_LOSS=1 go test -run TestLoss_cost -v ./tests/loss/
 func TestLoss_cost(t *testing.T) {
 	if os.Getenv("LUALOCK_MEASURE_LOSS") != "1" {
 		t.Skip("set LUALOCK_MEASURE_LOSS=1 to measure")
 	}
-	realBackends(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
-		ctx := context.Background()
-		for _, tracked := range []bool{false, true} {
-			// Lock+unlock pairs on distinct names, one goroutine.
-			c := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked})
-			const pairs = 2000
-			calls0 := commands(t, rdb)
-			for i := range pairs {
-				l := c.NewLock(fmt.Sprintf("cost-%v-%d-%d", tracked, time.Now().UnixNano(), i))
-				if err := l.Lock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(200 * time.Millisecond) // the background latch deletions
-			calls1 := commands(t, rdb)
-			t.Logf("tracked=%v: %.2f Redis commands per lock+unlock (%d pairs)", tracked, float64(calls1-calls0)/pairs, pairs)
+	realBackends(t, measureCost)
+	t.Run("sentinel", func(t *testing.T) { measureCost(t, backends.Backend{Name: "sentinel"}, startSentinel(t)) })
+}
 
-			// Held locks: memory, heap, connections (no renewal meanwhile).
-			const n = 10000
-			c2 := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked})
-			mem0, keys0, h0 := info(t, rdb, "used_memory"), info(t, rdb, "tracking_total_keys"), heap()
-			locks := make([]*lualock.Lock, n)
-			for i := range locks {
-				locks[i] = c2.NewLock(fmt.Sprintf("held-%v-%d-%d", tracked, time.Now().UnixNano(), i))
-				if err := locks[i].Lock(ctx); err != nil {
-					t.Fatal(err)
-				}
+// measureCost is TestLoss_cost on one deployment.
+func measureCost(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	for _, tracked := range []bool{false, true} {
+		// Lock+unlock pairs on distinct names, one goroutine.
+		c := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked})
+		const pairs = 2000
+		calls0 := commands(t, rdb)
+		for i := range pairs {
+			l := c.NewLock(fmt.Sprintf("cost-%v-%d-%d", tracked, time.Now().UnixNano(), i))
+			if err := l.Lock(ctx); err != nil {
+				t.Fatal(err)
 			}
-			backends.WaitFor(t, "tracked", 30*time.Second, func() bool {
-				return !tracked || info(t, rdb, "tracking_total_keys")-keys0 >= n
-			})
-			mem1, keys1, h1 := info(t, rdb, "used_memory"), info(t, rdb, "tracking_total_keys"), heap()
-			st := c2.Stats()
-			t.Logf("tracked=%v: %d held locks: Redis used_memory +%d B (%d B/lock), tracking_total_keys +%d, client heap +%d B (%d B/lock); tracker: %d watches, %d connections",
-				tracked, n, mem1-mem0, (mem1-mem0)/n, keys1-keys0, int64(h1)-int64(h0), (int64(h1)-int64(h0))/n, st.Tracked, st.TrackingConns)
-			for _, l := range locks {
-				_ = l.Unlock(ctx)
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
 			}
-
-			// Commands per held lock per renewal period.
-			const m, periods = 2000, 5
-			const period = time.Second // lease 3s
-			var renewErrs atomic.Int64
-			var renewErr atomic.Value
-			c3 := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked, WatchdogLease: 3 * period,
-				Observer: lualock.Observer{Renew: func(e lualock.RenewEvent) {
-					if e.Err != nil {
-						renewErrs.Add(1)
-						renewErr.Store(e.Err.Error())
-					}
-				}}})
-			defer func() { t.Logf("renew errors %d, last %v", renewErrs.Load(), renewErr.Load()) }()
-			renewed := make([]*lualock.Lock, m)
-			for i := range renewed {
-				renewed[i] = c3.NewLock(fmt.Sprintf("renewed-%v-%d-%d", tracked, time.Now().UnixNano(), i))
-				if err := renewed[i].Lock(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(period)
-			calls0, scripts0 := commands(t, rdb), scriptCalls(t, rdb)
-			time.Sleep(periods * period)
-			calls1, scripts1 := commands(t, rdb), scriptCalls(t, rdb)
-			t.Logf("tracked=%v: %d held locks over %d renewal periods, per held lock per period: %.4f script calls (EVALSHA, EVALSHA_RO), %.3f commands (those inside scripts included)",
-				tracked, m, periods, float64(scripts1-scripts0)/m/periods, float64(calls1-calls0)/m/periods)
-			ended := 0
-			for _, l := range renewed {
-				if l.Context().Err() != nil {
-					if ended++; ended == 1 {
-						t.Logf("first ended: %v", context.Cause(l.Context()))
-					}
-				}
-				_ = l.Unlock(ctx)
-			}
-			if ended > 0 {
-				t.Errorf("tracked=%v: %d of %d renewed holds ended", tracked, ended, m)
-			}
-			t.Logf("stats %+v", c3.Stats())
 		}
-	})
+		time.Sleep(200 * time.Millisecond) // the background latch deletions
+		calls1 := commands(t, rdb)
+		t.Logf("tracked=%v: %.2f Redis commands per lock+unlock (%d pairs)", tracked, float64(calls1-calls0)/pairs, pairs)
+
+		// Held locks: memory, heap, connections (no renewal meanwhile).
+		const n = 10000
+		c2 := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked})
+		mem0, keys0, h0 := info(t, rdb, "used_memory"), info(t, rdb, "tracking_total_keys"), heap()
+		locks := make([]*lualock.Lock, n)
+		for i := range locks {
+			locks[i] = c2.NewLock(fmt.Sprintf("held-%v-%d-%d", tracked, time.Now().UnixNano(), i))
+			if err := locks[i].Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		backends.WaitFor(t, "tracked", 30*time.Second, func() bool {
+			return !tracked || info(t, rdb, "tracking_total_keys")-keys0 >= n
+		})
+		mem1, keys1, h1 := info(t, rdb, "used_memory"), info(t, rdb, "tracking_total_keys"), heap()
+		st := c2.Stats()
+		t.Logf("tracked=%v: %d held locks: Redis used_memory +%d B (%d B/lock), tracking_total_keys +%d, client heap +%d B (%d B/lock); tracker: %d watches, %d connections",
+			tracked, n, mem1-mem0, (mem1-mem0)/n, keys1-keys0, int64(h1)-int64(h0), (int64(h1)-int64(h0))/n, st.Tracked, st.TrackingConns)
+		for _, l := range locks {
+			_ = l.Unlock(ctx)
+		}
+
+		// Commands per held lock per renewal period.
+		const m, periods = 2000, 5
+		const period = time.Second // lease 3s
+		var renewErrs atomic.Int64
+		var renewErr atomic.Value
+		c3 := newClient(t, rdb, lualock.Options{NoHoldTracking: !tracked, WatchdogLease: 3 * period,
+			Observer: lualock.Observer{Renew: func(e lualock.RenewEvent) {
+				if e.Err != nil {
+					renewErrs.Add(1)
+					renewErr.Store(e.Err.Error())
+				}
+			}}})
+		defer func() { t.Logf("renew errors %d, last %v", renewErrs.Load(), renewErr.Load()) }()
+		renewed := make([]*lualock.Lock, m)
+		for i := range renewed {
+			renewed[i] = c3.NewLock(fmt.Sprintf("renewed-%v-%d-%d", tracked, time.Now().UnixNano(), i))
+			if err := renewed[i].Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(period)
+		calls0, scripts0 := commands(t, rdb), scriptCalls(t, rdb)
+		time.Sleep(periods * period)
+		calls1, scripts1 := commands(t, rdb), scriptCalls(t, rdb)
+		t.Logf("tracked=%v: %d held locks over %d renewal periods, per held lock per period: %.4f script calls (EVALSHA, EVALSHA_RO), %.3f commands (those inside scripts included)",
+			tracked, m, periods, float64(scripts1-scripts0)/m/periods, float64(calls1-calls0)/m/periods)
+		ended := 0
+		for _, l := range renewed {
+			if l.Context().Err() != nil {
+				if ended++; ended == 1 {
+					t.Logf("first ended: %v", context.Cause(l.Context()))
+				}
+			}
+			_ = l.Unlock(ctx)
+		}
+		if ended > 0 {
+			t.Errorf("tracked=%v: %d of %d renewed holds ended", tracked, ended, m)
+		}
+		t.Logf("stats %+v", c3.Stats())
+	}
 }
 
 // commands is the number of commands Redis has run (INFO commandstats,
