@@ -44,10 +44,12 @@ func TestTransientPoolErrors(t *testing.T) {
 	}
 }
 
-// TestRelayable: behind Sentinel (a failover client, a failover cluster
-// client) the watchdog's renewals do not take the hold tracker's
-// connection, which does not follow a switch of primary; a plain client
-// and a cluster client relay them.
+// TestRelayable: a plain client and a cluster client relay the
+// watchdog's renewals on the hold tracker's connections as they are;
+// behind Sentinel, whose switch of primary the tracker's connection does
+// not follow, a failover client relays them only through primaryGate
+// (TestSentinelRelay_onlyToGoRedisPrimary), a failover cluster client
+// never.
 func TestRelayable(t *testing.T) {
 	addrs := []string{"127.0.0.1:1"}
 	for _, c := range []struct {

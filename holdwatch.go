@@ -62,25 +62,25 @@ type trackRelay struct {
 // from the Sentinels still answers as a primary): a renewal carried there
 // would answer 1 while the new primary's copy of the lock runs out, and
 // the holder would never be told. Each round first asks go-redis's client
-// for CLIENT INFO, whose laddr is the address of the node it reached; a
-// call is relayed only on a tracker connection to that address, and when
-// the addresses are not comparable (a proxy, a name) it goes through the
-// client, as it did before there was a tracker.
+// for INFO server, whose run_id names the server process it reached; a
+// call is relayed only on a tracker connection to the same run_id (read
+// at its handshake), and otherwise, or when either cannot be read, it
+// goes through the client, as it did before there was a tracker.
 type primaryGate struct {
 	rdb *redis.Client
 
-	mu sync.Mutex
-	at string // the address go-redis reached this round; "": relay nothing
+	mu     sync.Mutex
+	server string // the run_id go-redis reached this round; "": relay nothing
 }
 
 // Round implements renew.Rounder.
 func (g *primaryGate) Round(ctx context.Context) {
-	at := ""
-	if info, err := g.rdb.ClientInfo(ctx).Result(); err == nil {
-		at = info.LAddr
+	server := ""
+	if info, err := g.rdb.Info(ctx, "server").Result(); err == nil {
+		server = track.RunID(info)
 	}
 	g.mu.Lock()
-	g.at = at
+	g.server = server
 	g.mu.Unlock()
 }
 
@@ -125,16 +125,16 @@ func (r trackRelay) Send(spec *renew.Spec, names, fields []string, cmd *redis.Cm
 			args[i] = fmt.Sprint(a)
 		}
 	}
-	at := ""
+	server := ""
 	if r.gate != nil {
 		r.gate.mu.Lock()
-		at = r.gate.at
+		server = r.gate.server
 		r.gate.mu.Unlock()
-		if at == "" {
+		if server == "" {
 			return nil
 		}
 	}
-	reply, cancel := r.t.Relay(at, script, args, renewed, r.lease)
+	reply, cancel := r.t.Relay(server, script, args, renewed, r.lease)
 	if reply == nil {
 		return nil
 	}

@@ -29,7 +29,8 @@ import (
 // dialer the test moves from server A to server B, as go-redis's
 // failover client moves when Sentinel names a new primary, dropping its
 // connections to the old one (here: CLIENT KILL of every connection to A
-// but the tracker's).
+// but the tracker's). The gate compares run_ids: A and B are two server
+// processes.
 func TestSentinelRelay_onlyToGoRedisPrimary(t *testing.T) {
 	a, b := harness.StartStandalone(t), harness.StartStandalone(t)
 	var target atomic.Value
@@ -101,8 +102,13 @@ func TestSentinelRelay_onlyToGoRedisPrimary(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the hold was never told lost after go-redis moved to a primary without the lock: renewals went on on the old one")
 	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, lualock.ErrLockLost) {
-		t.Errorf("cause %v, want ErrLockLost", cause)
+	if cause := context.Cause(l.Context()); !errors.Is(cause, lualock.ErrLockLost) || !strings.Contains(cause.Error(), "renewal") {
+		t.Errorf("cause %v, want ErrLockLost told by a renewal", cause)
+	}
+	bc := b.Client()
+	t.Cleanup(func() { _ = bc.Close() })
+	if n := calls(t, bc, "evalsha"); n == 0 {
+		t.Error("no renewal reached B")
 	}
 	if n, err := admin.Exists(ctx, l.Name()).Result(); err != nil || n != 1 {
 		t.Errorf("EXISTS on A = %d, %v; want the old copy still there (the loss came from B)", n, err)

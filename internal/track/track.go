@@ -23,8 +23,9 @@
 // every watch of the node is checked again on the next one (a restart
 // that lost the keys is seen when the server answers again); MOVED and
 // ASK replies move the watches to the node they name, unless the tracker
-// just failed to reach it (a replica that has not yet promoted itself
-// names its dead master): then Addr is asked again after the backoff.
+// failed to reach it less than unreachedFor before (a replica that has not
+// yet promoted itself names its dead master): then Addr is asked again
+// after the backoff.
 //
 // Relay sends a renewal call on the tracking connection that watches its
 // keys: with NOLOOP its writes announce nothing to this connection, so the
@@ -133,7 +134,7 @@ type Tracker struct {
 	nodes  map[string]*node
 	closed bool
 	// unreached are the addresses whose last dial failed, and when: a
-	// MOVED that names one is not followed (see replied).
+	// MOVED that names one within unreachedFor is not followed (replied).
 	unreached map[string]time.Time
 }
 
@@ -223,11 +224,12 @@ func (r *relay) fail() { r.reply <- Reply{Err: ErrNoReply} }
 // after Close; else a channel that gets the reply (ErrNoReply when the
 // connection breaks first), and cancel, which withdraws the call if it is
 // not written yet and reports whether it will not run: false means it was
-// written, and its reply (or ErrNoReply) is still to come. With at not
-// empty, only a connection to that address (its RemoteAddr) carries the
-// call; one that breaks before writing it answers ErrNoReply, so the call
-// is never written to another.
-func (t *Tracker) Relay(at string, script *Spec, args []string, renewed []Target, lease time.Duration) (reply <-chan Reply, cancel func() bool) {
+// written, and its reply (or ErrNoReply) is still to come. With server
+// not empty, only a connection to the server of that run_id (read with
+// Dialer.DialAddr's primary check) carries the call; one that breaks
+// before writing it answers ErrNoReply, so the call is never written to
+// another.
+func (t *Tracker) Relay(server string, script *Spec, args []string, renewed []Target, lease time.Duration) (reply <-chan Reply, cancel func() bool) {
 	if len(renewed) == 0 {
 		return nil, nil
 	}
@@ -240,7 +242,7 @@ func (t *Tracker) Relay(at string, script *Spec, args []string, renewed []Target
 		if n.conn == nil || n.watches[renewed[0].Key] == nil {
 			continue
 		}
-		if at != "" && n.conn.RemoteAddr().String() != at {
+		if server != "" && n.runID != server {
 			return nil, nil
 		}
 		r := &relay{script: script, args: args, renewed: renewed, lease: lease, reply: make(chan Reply, 1), n: n}
@@ -508,7 +510,11 @@ type node struct {
 	// roleAt is when they were last read.
 	replicas []string
 	roleAt   time.Time
-	written  uint64 // commands written on the connection, to tell an idle one
+	// runID is the run_id (INFO server) of the server the connection
+	// reached, read with the primary check: a Relay for a given server
+	// is carried only by a connection to it.
+	runID   string
+	written uint64 // commands written on the connection, to tell an idle one
 
 	// writeChecks's buffers, reused from call to call
 	order  []checkGroup
@@ -679,6 +685,13 @@ func (n *node) run() {
 	}
 }
 
+// unreachedFor is how long after a failed dial of a node a MOVED that
+// names it is not followed: while a crashed master's replica has not yet
+// promoted itself, the node is dialed again at most once in that time
+// (through Addr), and a slot map that names it again later (the master
+// came back, a migration) is followed then.
+const unreachedFor = 100 * time.Millisecond
+
 // failedDial records that addr could not be reached just now, and
 // forgets the addresses that failed long ago. t.mu is held.
 func (t *Tracker) failedDial(addr string) {
@@ -766,7 +779,8 @@ var errNotPrimary = errors.New("track: the node is not a primary")
 
 // handshake dials addr with dial and turns tracking on: HELLO 3 (with
 // AUTH), SELECT, CLIENT TRACKING ON NOLOOP, and with Dialer.DialAddr a
-// ROLE that must say primary (its replicas are kept for connect).
+// ROLE that must say primary (its replicas are kept for connect) and an
+// INFO server for the server's run_id.
 func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), addr string) (net.Conn, *bufio.Reader, error) {
 	t := n.t
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
@@ -802,6 +816,7 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 	role := t.d.DialAddr != nil
 	if role {
 		writeCmd(w, "ROLE")
+		writeCmd(w, "INFO", "server")
 	}
 	if err := w.Flush(); err != nil {
 		return fail(err)
@@ -828,12 +843,27 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 		if !ok {
 			return fail(errNotPrimary)
 		}
+		info, err := readValue(r)
+		if err != nil {
+			return fail(err)
+		}
 		t.mu.Lock()
 		n.replicas, n.roleAt = replicas, time.Now()
+		n.runID = RunID(info.str) // none from an error reply: nothing is relayed for a server
 		t.mu.Unlock()
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, r, nil
+}
+
+// RunID returns the run_id in the text of INFO server ("" when none).
+func RunID(info string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // primaryRole reports whether v, a ROLE reply, is a primary's, and the
@@ -1181,7 +1211,7 @@ func (n *node) replied(s sent, v value) []callback {
 		case strings.HasPrefix(v.str, "MOVED ") || strings.HasPrefix(v.str, "ASK "):
 			f := strings.Fields(v.str)
 			to := f[len(f)-1]
-			if _, down := t.unreached[to]; down {
+			if at, down := t.unreached[to]; down && time.Since(at) < unreachedFor {
 				// A replica not yet promoted names the master that
 				// could not be reached: asking Addr again after the
 				// backoff costs no dial of the dead node.
