@@ -33,9 +33,9 @@ var lockRenewal = &renew.Spec{
 // (relayable). The tracker is made first.
 func newWatchdog(c *Client) *renew.Watchdog {
 	cfg := renew.Config{Lease: c.cfg.WatchdogLease, Batch: c.cfg.RenewBatch}
-	switch rdb, failover := c.rdb.(*redis.Client); {
+	switch rdb, single := c.rdb.(*redis.Client); {
 	case c.track == nil:
-	case failover && rdb.Options().Addr == failoverAddr:
+	case single && rdb.Options().Addr == failoverAddr:
 		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease, &primaryGate{rdb: rdb}}
 	case relayable(c.rdb):
 		cfg.Relay = trackRelay{c.track, c.cfg.WatchdogLease, nil}
@@ -60,9 +60,10 @@ func newWatchdog(c *Client) *renew.Watchdog {
 // a renewal cut off from the new one would still answer 1 while the new
 // primary's copy of the lock runs out, and the holder would never be
 // told (a failover client's renewals are relayed through primaryGate,
-// which checks the address first). A failover client is a redis.Client
-// whose Addr is "FailoverClient" (go-redis's mark); a failover cluster
-// client, a redis.ClusterClient whose slots come from ClusterSlots.
+// which checks the server's run_id first). A failover client is a
+// redis.Client whose Addr is "FailoverClient" (go-redis's mark); a
+// failover cluster client, a redis.ClusterClient whose slots come from
+// ClusterSlots.
 func relayable(rdb redis.UniversalClient) bool {
 	switch rdb := rdb.(type) {
 	case *redis.Client:
