@@ -66,10 +66,10 @@ func TestSentinelRelay_onlyToGoRedisPrimary(t *testing.T) {
 
 	// Relayed: renewals that announce nothing to the tracker, so no
 	// check follows them.
-	checks0, renewals0 := calls(t, admin, "evalsha_ro"), calls(t, admin, "evalsha")
+	checks0, renewals0 := harness.CommandCalls(t, admin, "evalsha_ro"), harness.CommandCalls(t, admin, "evalsha")
 	r0 := rounds.Load()
 	waitFor(t, ctx, "four renewal rounds", func() bool { return rounds.Load() >= r0+4 })
-	checks, renewals := calls(t, admin, "evalsha_ro")-checks0, calls(t, admin, "evalsha")-renewals0
+	checks, renewals := harness.CommandCalls(t, admin, "evalsha_ro")-checks0, harness.CommandCalls(t, admin, "evalsha")-renewals0
 	if renewals < 4 {
 		t.Fatalf("%d renewals on A over four rounds", renewals)
 	}
@@ -107,7 +107,7 @@ func TestSentinelRelay_onlyToGoRedisPrimary(t *testing.T) {
 	}
 	bc := b.Client()
 	t.Cleanup(func() { _ = bc.Close() })
-	if n := calls(t, bc, "evalsha"); n == 0 {
+	if n := harness.CommandCalls(t, bc, "evalsha"); n == 0 {
 		t.Error("no renewal reached B")
 	}
 	if n, err := admin.Exists(ctx, l.Name()).Result(); err != nil || n != 1 {
@@ -126,22 +126,4 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-// calls is the number of calls of cmd that the server of rdb ran (INFO
-// commandstats).
-func calls(t *testing.T, rdb *redis.Client, cmd string) int64 {
-	t.Helper()
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			v, _, _ := strings.Cut(rest, ",")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
 }

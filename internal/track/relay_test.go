@@ -13,6 +13,7 @@ import (
 
 	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/internal/track"
+	"github.com/lualock/lualock/tests/harness"
 )
 
 var renewScript = &track.Spec{Name: "lock_renew", SHA1: generated.LockRenewSHA1, Source: generated.LockRenewScript.Source}
@@ -38,24 +39,6 @@ func relayRenew(t *testing.T, tr *track.Tracker, key string, rearm bool) track.R
 	return track.Reply{}
 }
 
-// commandCalls is how many times the server ran cmd (INFO commandstats),
-// inside scripts included.
-func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int64 {
-	t.Helper()
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			v, _, _ = strings.Cut(v, ",")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // A renewal relayed on the tracking connection wakes no check of the
 // key it renews (NOLOOP), and, its script reading the key again after
 // its write (EXISTS), leaves the key tracked: a delete by another
@@ -71,15 +54,15 @@ func TestRelay_renewalWakesNothing(t *testing.T) {
 	w := watch(tr, "k")
 	barrier(t, tr)
 	for i := range 3 {
-		pttl, exists := commandCalls(t, rdb, "pttl"), commandCalls(t, rdb, "exists")
+		pttl, exists := harness.CommandCalls(t, rdb, "pttl"), harness.CommandCalls(t, rdb, "exists")
 		if r := relayRenew(t, tr, "k", true); r.Err != nil || !slices.Equal(r.Val.([]any), []any{int64(1)}) {
 			t.Fatalf("renewal %d: %v, %v; want [1]", i, r.Val, r.Err)
 		}
 		barrier(t, tr) // an invalidation the renewal sent would be checked by now
-		if got := commandCalls(t, rdb, "pttl") - pttl; got != 0 {
+		if got := harness.CommandCalls(t, rdb, "pttl") - pttl; got != 0 {
 			t.Fatalf("renewal %d: the held key was checked %d times after it, want 0", i, got)
 		}
-		if got := commandCalls(t, rdb, "exists") - exists; got != 1 {
+		if got := harness.CommandCalls(t, rdb, "exists") - exists; got != 1 {
 			t.Fatalf("renewal %d: %d EXISTS, want 1 (its read after the write)", i, got)
 		}
 		w.wantHeld(t)
