@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/lualock/lualock/internal/track"
+	"github.com/lualock/lualock/tests/harness"
+	"github.com/redis/go-redis/v9"
 )
 
 // With the primary check on (Dialer.DialAddr), a node that answers ROLE as
@@ -20,10 +22,8 @@ func TestPrimaryCheck_findsPromotedReplica(t *testing.T) {
 	r, rrdb := server(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	host, port, _ := net.SplitHostPort(p.Addr())
-	if err := rrdb.ReplicaOf(ctx, host, port).Err(); err != nil {
-		t.Fatal(err)
-	}
+	quickSync(t, ctx, prdb)
+	replicaOf(t, ctx, rrdb, p.Addr())
 	// The replica has synced once it serves what the primary wrote.
 	if err := prdb.HSet(ctx, "held", "f", 1).Err(); err != nil {
 		t.Fatal(err)
@@ -77,4 +77,175 @@ func TestPrimaryCheck_findsPromotedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.wantLost(t, track.Gone)
+}
+
+// promotedAgain sets up two failovers behind a Sentinel that has not yet
+// named the second promotion: a is the primary and b its replica; a
+// crashes, b is promoted (and named), and a hold lost there is reported;
+// a comes back at its address as b's replica, announcing a port where
+// nothing listens (so b's ROLE does not lead to it), and b crashes. It
+// returns a (a replica of the dead b, synced) with its client, the
+// tracker, the watch of a hold that a has, and how many times the tracker
+// has dialed a's address.
+type twoFailovers struct {
+	a        *harness.Server
+	ardb     *redis.Client
+	tr       *track.Tracker
+	w        *watched
+	dialsToA *atomic.Int64
+}
+
+func promotedAgain(t *testing.T, ctx context.Context) twoFailovers {
+	t.Helper()
+	a, ardb := server(t)
+	b, brdb := server(t)
+	quickSync(t, ctx, ardb)
+	quickSync(t, ctx, brdb)
+	replicaOf(t, ctx, brdb, a.Addr())
+	for _, k := range []string{"held1", "held2"} {
+		if err := ardb.HSet(ctx, k, "f", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synced(t, ctx, brdb, "held2")
+
+	var named atomic.Value // the address a Sentinel would name
+	named.Store(a.Addr())
+	dialsToA := new(atomic.Int64)
+	var d net.Dialer
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		if addr == a.Addr() {
+			dialsToA.Add(1)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	tr := track.New(track.Dialer{
+		Addr:     func(context.Context, string) (string, error) { return "deployment", nil },
+		Dial:     func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx, named.Load().(string)) },
+		DialAddr: dial,
+	}, track.Config{Ping: time.Hour})
+	t.Cleanup(tr.Close)
+	w1, w2 := watch(tr, "held1"), watch(tr, "held2")
+	for {
+		if _, conns := tr.Counts(); conns == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no tracking connection to the primary")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The first failover: b is promoted, and the tracker found it (the
+	// replica a named) once a hold lost there is reported.
+	a.Kill()
+	if err := brdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	named.Store(b.Addr())
+	if err := brdb.HDel(ctx, "held1", "f").Err(); err != nil {
+		t.Fatal(err)
+	}
+	w1.wantLost(t, track.Gone)
+
+	// a rejoins as b's replica; b's ROLE names a port where nothing
+	// listens. Then b crashes, still named.
+	if err := a.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ardb.ConfigSet(ctx, "replica-announce-port", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replicaOf(t, ctx, ardb, b.Addr())
+	synced(t, ctx, ardb, "held2")
+	b.Kill()
+	return twoFailovers{a: a, ardb: ardb, tr: tr, w: w2, dialsToA: dialsToA}
+}
+
+// A primary that rejoined as a replica at its old address and is promoted
+// again is found by the tracker, although the primary it replicated named
+// it at another address and no Sentinel names it yet: its master_replid2
+// is the replication id of the primary the tracker was connected to.
+func TestPrimaryCheck_findsFormerPrimaryPromotedAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := promotedAgain(t, ctx)
+	if err := f.ardb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ardb.HDel(ctx, "held2", "f").Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.w.wantLost(t, track.Gone)
+}
+
+// A server at a known address that answers as a primary of another
+// replication history (the address now serves another deployment, or a
+// server restarted empty) is not taken: its data says nothing of the
+// holds, and would report every one lost.
+func TestPrimaryCheck_refusesPrimaryOfAnotherHistory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := promotedAgain(t, ctx)
+	_, crdb := server(t)
+	quickSync(t, ctx, crdb)
+	if err := crdb.Set(ctx, "other", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	replicaOf(t, ctx, f.ardb, crdb.Options().Addr)
+	for f.ardb.Get(ctx, "other").Val() != "1" {
+		if ctx.Err() != nil {
+			t.Fatal("a never synced from c")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := f.ardb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Two dials of a since it answers as a primary: the first one's
+	// handshake was judged before the second began (connect tries again
+	// only after every candidate's handshake ended).
+	for from := f.dialsToA.Load(); f.dialsToA.Load() < from+2; {
+		if _, conns := f.tr.Counts(); conns != 0 {
+			break // taken: judged below
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the tracker did not try the known address again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, conns := f.tr.Counts(); conns != 0 {
+		t.Fatalf("%d tracking connections, want none to a primary of another history", conns)
+	}
+	f.w.wantHeld(t)
+}
+
+// quickSync makes rdb's server, as a primary, send its first full sync
+// at once (Redis waits 5s by default for more replicas to share it).
+func quickSync(t *testing.T, ctx context.Context, rdb *redis.Client) {
+	t.Helper()
+	if err := rdb.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replicaOf makes rdb's server a replica of the server at addr.
+func replicaOf(t *testing.T, ctx context.Context, rdb *redis.Client, addr string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	if err := rdb.ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// synced returns once rdb's server, a replica, serves the hash key that
+// its primary wrote.
+func synced(t *testing.T, ctx context.Context, rdb *redis.Client, key string) {
+	t.Helper()
+	for rdb.HGet(ctx, key, "f").Val() != "1" {
+		if ctx.Err() != nil {
+			t.Fatalf("the replica never synced %s", key)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

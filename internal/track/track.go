@@ -99,8 +99,9 @@ type Dialer struct {
 	// own: a Sentinel client's finds the primary itself). It turns on the
 	// primary check: every connection must answer ROLE as a primary, and
 	// when the node cannot be reached, the replicas its last primary named
-	// are dialed in turn, so that a replica promoted by a failover is
-	// found as soon as it answers as a primary, before Sentinel names it.
+	// and the servers it met before are dialed at once (candidates), so
+	// that a replica promoted by a failover is found as soon as it answers
+	// as a primary, before Sentinel names it.
 	DialAddr func(ctx context.Context, addr string) (net.Conn, error)
 }
 
@@ -513,7 +514,12 @@ type node struct {
 	// runID is the run_id (INFO server) of the server the connection
 	// reached, read with the primary check: a Relay for a given server
 	// is carried only by a connection to it.
-	runID   string
+	runID string
+	// replID is the connected primary's replication id (INFO
+	// replication), and known the servers the node met, most recent
+	// first: where else connect looks (candidates).
+	replID  string
+	known   []string
 	written uint64 // commands written on the connection, to tell an idle one
 
 	// writeChecks's buffers, reused from call to call
@@ -754,44 +760,160 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // connect dials the node and turns tracking on. With Dialer.DialAddr,
 // a node it cannot reach, or that is not a primary, is looked for among
-// the replicas its last primary named: the first that answers as a
-// primary is the node's connection.
+// the servers it knows (candidates): the first that answers as a
+// primary of the same replication history is the node's connection.
 func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 	t := n.t
-	conn, r, err := n.handshake(t.d.Dial, n.addr)
-	if err == nil || t.d.DialAddr == nil || errors.Is(err, errUnsupported) {
-		return conn, r, err
+	conn, r, s, err := n.handshake(t.d.Dial, n.addr, "")
+	if err == nil && t.d.DialAddr != nil {
+		s.addr = conn.RemoteAddr().String()
 	}
-	t.mu.Lock()
-	replicas := slices.Clone(n.replicas)
-	t.mu.Unlock()
-	for _, a := range replicas {
-		if conn, r, e := n.handshake(t.d.DialAddr, a); e == nil {
-			return conn, r, nil
+	if err != nil && t.d.DialAddr != nil && !errors.Is(err, errUnsupported) {
+		t.mu.Lock()
+		addrs, lineage := n.candidates()
+		t.mu.Unlock()
+		var ok bool
+		if conn, r, s, ok = n.firstPrimary(addrs, lineage); ok {
+			err = nil
 		}
 	}
-	return nil, nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.d.DialAddr != nil {
+		t.mu.Lock()
+		n.learned(s)
+		t.mu.Unlock()
+	}
+	return conn, r, nil
+}
+
+// knownMax bounds the servers a node remembers (known).
+const knownMax = 8
+
+// candidates returns where connect looks for the primary when the node
+// cannot be reached: the replicas its last primary named, and, when that
+// primary's replication id is known, the servers the node met before (an
+// old primary that rejoined as a replica at the same address, and was
+// promoted again). The lineage is that id: a server is taken only if it
+// is that primary itself or was promoted from one of its replicas (its
+// master_replid or master_replid2 is the id), so a restarted old
+// primary, which answers as a primary with a new history until Sentinel
+// demotes it, is not taken. t.mu is held.
+func (n *node) candidates() (addrs []string, lineage string) {
+	addrs = slices.Clone(n.replicas)
+	if n.replID == "" {
+		return addrs, ""
+	}
+	for _, a := range n.known {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs, n.replID
+}
+
+// learned records what the handshake of the node's new connection read:
+// the replicas its primary names, its run_id and replication id, and the
+// servers met, most recent first. t.mu is held.
+func (n *node) learned(s serverInfo) {
+	n.replicas, n.roleAt = s.replicas, time.Now()
+	n.runID, n.replID = s.runID, s.replID
+	n.remember(append([]string{s.addr}, s.replicas...))
+}
+
+// remember adds addrs to the servers the node knows, most recent first.
+// t.mu is held.
+func (n *node) remember(addrs []string) {
+	for _, a := range slices.Backward(addrs) {
+		if a == "" {
+			continue
+		}
+		n.known = slices.DeleteFunc(n.known, func(k string) bool { return k == a })
+		n.known = slices.Insert(n.known, 0, a)
+	}
+	if len(n.known) > knownMax {
+		n.known = n.known[:knownMax]
+	}
+}
+
+// firstPrimary dials addrs at once with Dialer.DialAddr and returns the
+// first connection that passes the primary check with lineage (a server
+// that does not answer costs no more than the slowest that does, up to
+// Timeout); the others are closed as their handshakes end.
+func (n *node) firstPrimary(addrs []string, lineage string) (net.Conn, *bufio.Reader, serverInfo, bool) {
+	t := n.t
+	type result struct {
+		conn net.Conn
+		r    *bufio.Reader
+		s    serverInfo
+	}
+	results := make(chan result, len(addrs))
+	t.wg.Add(len(addrs)) // the node's own goroutine keeps the count above 0
+	for _, a := range addrs {
+		go func() {
+			defer t.wg.Done()
+			conn, r, s, err := n.handshake(t.d.DialAddr, a, lineage)
+			if err != nil {
+				conn = nil
+			}
+			s.addr = a
+			results <- result{conn, r, s}
+		}()
+	}
+	for i := range addrs {
+		x := <-results
+		if x.conn == nil {
+			continue
+		}
+		if rest := len(addrs) - i - 1; rest > 0 {
+			t.wg.Add(1)
+			go func() {
+				defer t.wg.Done()
+				for range rest {
+					if y := <-results; y.conn != nil {
+						y.conn.Close()
+					}
+				}
+			}()
+		}
+		return x.conn, x.r, x.s, true
+	}
+	return nil, nil, serverInfo{}, false
 }
 
 // errNotPrimary: with the primary check on, the node answered ROLE as a
-// replica (or a Sentinel's stale answer named one).
+// replica (or a Sentinel's stale answer named one), or as a primary of
+// another replication history than the one connect looked for.
 var errNotPrimary = errors.New("track: the node is not a primary")
+
+// serverInfo is what a handshake with the primary check read: the
+// replicas the primary names (ROLE), its run_id (INFO server), its
+// replication ids (INFO replication) and the address it was reached at.
+type serverInfo struct {
+	addr            string
+	replicas        []string
+	runID           string
+	replID, replID2 string
+}
 
 // handshake dials addr with dial and turns tracking on: HELLO 3 (with
 // AUTH), SELECT, CLIENT TRACKING ON NOLOOP, and with Dialer.DialAddr a
-// ROLE that must say primary (its replicas are kept for connect) and an
-// INFO server for the server's run_id.
-func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), addr string) (net.Conn, *bufio.Reader, error) {
+// ROLE that must say primary, an INFO server for the server's run_id and
+// an INFO replication for its replication ids, which must include
+// lineage when it is not empty.
+func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), addr, lineage string) (net.Conn, *bufio.Reader, serverInfo, error) {
 	t := n.t
+	var s serverInfo
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
 	defer cancel()
 	conn, err := dial(ctx, addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, s, err
 	}
-	fail := func(err error) (net.Conn, *bufio.Reader, error) {
+	fail := func(err error) (net.Conn, *bufio.Reader, serverInfo, error) {
 		conn.Close()
-		return nil, nil, err
+		return nil, nil, s, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(t.cfg.Timeout))
 	w := bufio.NewWriter(conn)
@@ -817,6 +939,7 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 	if role {
 		writeCmd(w, "ROLE")
 		writeCmd(w, "INFO", "server")
+		writeCmd(w, "INFO", "replication")
 	}
 	if err := w.Flush(); err != nil {
 		return fail(err)
@@ -835,31 +958,36 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 		}
 	}
 	if role {
-		v, err := readValue(r)
-		if err != nil {
-			return fail(err)
+		var vs [3]value
+		for i := range vs {
+			if vs[i], err = readValue(r); err != nil {
+				return fail(err)
+			}
 		}
-		replicas, ok := primaryRole(v)
+		replicas, ok := primaryRole(vs[0])
 		if !ok {
 			return fail(errNotPrimary)
 		}
-		info, err := readValue(r)
-		if err != nil {
-			return fail(err)
+		// None from an error reply (a proxy that refuses INFO): nothing
+		// is relayed for the server, and no lineage is known.
+		s.replicas, s.runID = replicas, RunID(vs[1].str)
+		s.replID, s.replID2 = infoField(vs[2].str, "master_replid"), infoField(vs[2].str, "master_replid2")
+		if lineage != "" && s.replID != lineage && s.replID2 != lineage {
+			return fail(errNotPrimary)
 		}
-		t.mu.Lock()
-		n.replicas, n.roleAt = replicas, time.Now()
-		n.runID = RunID(info.str) // none from an error reply: nothing is relayed for a server
-		t.mu.Unlock()
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, r, nil
+	return conn, r, s, nil
 }
 
 // RunID returns the run_id in the text of INFO server ("" when none).
-func RunID(info string) string {
+func RunID(info string) string { return infoField(info, "run_id") }
+
+// infoField returns the value of field in the text of an INFO reply (""
+// when none).
+func infoField(info, field string) string {
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "run_id:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), field+":"); ok {
 			return v
 		}
 	}
@@ -1176,6 +1304,7 @@ func (n *node) replied(s sent, v value) []callback {
 	if s.role {
 		if replicas, ok := primaryRole(v); ok {
 			n.replicas = replicas
+			n.remember(replicas)
 		} else if n.conn != nil {
 			// Demoted: its reads no longer speak for the holds. The
 			// watches are checked again on the next connection.
