@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,6 +279,16 @@ func (c *ReplicatedCluster) stable() error {
 		if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_known_nodes") != want {
 			return fmt.Errorf("%s: cluster_state:%s cluster_known_nodes:%s", n.Addr(), infoField(info, "cluster_state"), infoField(info, "cluster_known_nodes"))
 		}
+		// Every node knows which nodes are replicas: the cluster bus
+		// carries a node's role a little after the node knows it, and
+		// a node's CLUSTER NODES is what names a master's replicas.
+		nodes, err := commandString(n.Server.Addr(), time.Second, "CLUSTER", "NODES")
+		if err != nil {
+			return err
+		}
+		if r := replicaLines(nodes); r != c.opts.Masters {
+			return fmt.Errorf("%s: CLUSTER NODES names %d replicas, want %d", n.Addr(), r, c.opts.Masters)
+		}
 		ri, err := commandString(n.Server.Addr(), time.Second, "INFO", "replication")
 		if err != nil {
 			return err
@@ -314,4 +325,21 @@ func (c *ReplicatedCluster) Stop() {
 		}
 	}
 	wg.Wait()
+}
+
+// replicaLines counts the replicas, not failed, that a CLUSTER NODES
+// reply names.
+func replicaLines(nodes string) int {
+	r := 0
+	for _, l := range strings.Split(nodes, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		flags := strings.Split(f[2], ",")
+		if slices.Contains(flags, "slave") && !slices.Contains(flags, "fail") && !slices.Contains(flags, "fail?") {
+			r++
+		}
+	}
+	return r
 }
