@@ -213,7 +213,8 @@ func newTracker(c *Client) *track.Tracker {
 // master, or another master when the view has none. A replica promoted by
 // a failover serves the slot as soon as it has promoted itself, and
 // answers the check at once; before, it refuses it (MOVED to the crashed
-// master, or CLUSTERDOWN), and the tracker asks again within its backoff.
+// master, or CLUSTERDOWN), and the tracker keeps the check there, asking
+// the replica's ROLE every 2ms until it has promoted itself.
 // The other masters learn of the promotion later (tens of milliseconds,
 // by the cluster bus, refusing with CLUSTERDOWN meanwhile) and go-redis
 // reloads its view at most every 200ms, so asking either instead cost
@@ -228,9 +229,9 @@ type clusterPlacer struct {
 }
 
 // unreached is a master the tracker could not reach: when it last failed,
-// its replicas (read once per outage from another master's CLUSTER
-// NODES: go-redis's view lists a replica only once the cluster bus has
-// carried a replication offset of it), the master its watches go to when
+// its replicas (read once per outage from the CLUSTER NODES of the
+// other masters, until one names some: go-redis's view lists a replica
+// only once the cluster bus has carried a replication offset of it), the master its watches go to when
 // it has none, and the next replica to ask.
 type unreached struct {
 	at       time.Time
@@ -248,17 +249,6 @@ const unreachedFor = 100 * time.Millisecond
 // refresh records that the tracker could not reach addr, and asks the
 // cluster client to reload its view.
 func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
-	var other string
-	var via *redis.Client
-	var mu sync.Mutex
-	_ = p.rdb.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if a := c.Options().Addr; a != addr && (other == "" || a < other) {
-			other, via = a, c
-		}
-		return nil
-	})
 	p.mu.Lock()
 	for a, u := range p.down {
 		if time.Since(u.at) > unreachedFor {
@@ -267,9 +257,42 @@ func (p *clusterPlacer) refresh(ctx context.Context, addr string) {
 	}
 	_, known := p.down[addr]
 	p.mu.Unlock()
+	// The other masters, asked at once (each within a second) for the
+	// replicas of addr unless known: the cluster bus carries a node's role
+	// to the others a little after it changed, so the first view (by
+	// address) that names some is used.
+	type view struct {
+		addr     string
+		replicas []string
+	}
+	var views []view
+	var mu sync.Mutex
+	_ = p.rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		a := c.Options().Addr
+		if a == addr {
+			return nil
+		}
+		var rs []string
+		if !known {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			rs = replicasOf(rctx, c, addr)
+			cancel()
+		}
+		mu.Lock()
+		views = append(views, view{a, rs})
+		mu.Unlock()
+		return nil
+	})
+	slices.SortFunc(views, func(x, y view) int { return strings.Compare(x.addr, y.addr) })
+	var other string
 	var replicas []string
-	if !known && via != nil {
-		replicas = replicasOf(ctx, via, addr)
+	for _, v := range views {
+		if other == "" {
+			other = v.addr
+		}
+		if len(replicas) == 0 {
+			replicas = v.replicas
+		}
 	}
 	p.mu.Lock()
 	u, still := p.down[addr] // as addr left it: its rotation goes on

@@ -3,6 +3,8 @@ package track_test
 import (
 	"context"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 
 // With the primary check on (Dialer.DialAddr), a node that answers ROLE as
 // a replica is not used; when the primary cannot be reached, the replicas
-// it named are dialed in turn, and the one that answers as a primary (a
+// it named are dialed too, and the one that answers as a primary (a
 // replica promoted, before any Sentinel names it) serves the watches: a
 // hold the promotion lost is reported from there.
 func TestPrimaryCheck_findsPromotedReplica(t *testing.T) {
@@ -56,15 +58,7 @@ func TestPrimaryCheck_findsPromotedReplica(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	named.Store(p.Addr())
-	for {
-		if _, conns := tr.Counts(); conns == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no tracking connection to the primary")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	connected(t, ctx, tr)
 	w.wantHeld(t)
 
 	// The primary crashes; what is named stays the dead primary. The
@@ -79,14 +73,9 @@ func TestPrimaryCheck_findsPromotedReplica(t *testing.T) {
 	w.wantLost(t, track.Gone)
 }
 
-// promotedAgain sets up two failovers behind a Sentinel that has not yet
-// named the second promotion: a is the primary and b its replica; a
-// crashes, b is promoted (and named), and a hold lost there is reported;
-// a comes back at its address as b's replica, announcing a port where
-// nothing listens (so b's ROLE does not lead to it), and b crashes. It
-// returns a (a replica of the dead b, synced) with its client, the
-// tracker, the watch of a hold that a has, and how many times the tracker
-// has dialed a's address.
+// twoFailovers is what promotedAgain returns: a (a replica of the dead
+// b, synced) with its client, the tracker, the watch of a hold that a
+// has, and how many times the tracker has dialed a's address.
 type twoFailovers struct {
 	a        *harness.Server
 	ardb     *redis.Client
@@ -95,6 +84,11 @@ type twoFailovers struct {
 	dialsToA *atomic.Int64
 }
 
+// promotedAgain sets up two failovers behind a Sentinel that has not yet
+// named the second promotion: a is the primary and b its replica; a
+// crashes, b is promoted (and named), and a hold lost there is reported;
+// a comes back at its address as b's replica, announcing a port where
+// nothing listens (so b's ROLE does not lead to it), and b crashes.
 func promotedAgain(t *testing.T, ctx context.Context) twoFailovers {
 	t.Helper()
 	a, ardb := server(t)
@@ -126,15 +120,7 @@ func promotedAgain(t *testing.T, ctx context.Context) twoFailovers {
 	}, track.Config{Ping: time.Hour})
 	t.Cleanup(tr.Close)
 	w1, w2 := watch(tr, "held1"), watch(tr, "held2")
-	for {
-		if _, conns := tr.Counts(); conns == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no tracking connection to the primary")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	connected(t, ctx, tr)
 
 	// The first failover: b is promoted, and the tracker found it (the
 	// replica a named) once a hold lost there is reported.
@@ -220,12 +206,111 @@ func TestPrimaryCheck_refusesPrimaryOfAnotherHistory(t *testing.T) {
 	f.w.wantHeld(t)
 }
 
+// The primary the tracker was connected to, restarted from its RDB, answers
+// as a primary whose master_replid2 is its old replication id, with the
+// data of its last save: it is not taken (at its address only the same
+// process, by its run_id, is), though its history matches.
+func TestPrimaryCheck_skipsRestartedPrimary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, ardb := server(t)
+	_, brdb := server(t)
+	quickSync(t, ctx, ardb)
+	replicaOf(t, ctx, brdb, a.Addr())
+	if err := ardb.HSet(ctx, "held", "f", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, ctx, brdb, "held")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	var named atomic.Value
+	named.Store(a.Addr())
+	var viaAddr sync.Map // address -> *atomic.Int64: DialAddr's dials
+	dialsTo := func(addr string) *atomic.Int64 {
+		c, _ := viaAddr.LoadOrStore(addr, new(atomic.Int64))
+		return c.(*atomic.Int64)
+	}
+	var d net.Dialer
+	tr := track.New(track.Dialer{
+		Addr: func(context.Context, string) (string, error) { return "deployment", nil },
+		Dial: func(ctx context.Context, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", named.Load().(string))
+		},
+		DialAddr: func(ctx context.Context, addr string) (net.Conn, error) {
+			dialsTo(addr).Add(1)
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	}, track.Config{Ping: time.Hour})
+	t.Cleanup(tr.Close)
+	w := watch(tr, "held")
+	connected(t, ctx, tr)
+	before := ardb.Info(ctx, "replication").Val()
+
+	// No Sentinel answers; a restarts from its RDB.
+	named.Store(dead)
+	if err := ardb.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.Kill()
+	if err := a.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	after := ardb.Info(ctx, "replication").Val()
+	if old := infoLine(before, "master_replid"); old == "" || infoLine(after, "master_replid2") != old {
+		t.Skipf("this Redis does not keep the replication id across a restart (before: %q, after: %q)", before, after)
+	}
+	// Two rounds of the tracker's dials since: b, a replica, is tried in
+	// each, and refused.
+	for from := dialsTo(brdb.Options().Addr).Load(); dialsTo(brdb.Options().Addr).Load() < from+2; {
+		if _, conns := tr.Counts(); conns != 0 {
+			break // taken: judged below
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the tracker did not try the replica again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, conns := tr.Counts(); conns != 0 {
+		t.Errorf("%d tracking connections, want none", conns)
+	}
+	w.wantHeld(t)
+}
+
+// infoLine returns field's value in an INFO reply.
+func infoLine(info, field string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // quickSync makes rdb's server, as a primary, send its first full sync
 // at once (Redis waits 5s by default for more replicas to share it).
 func quickSync(t *testing.T, ctx context.Context, rdb *redis.Client) {
 	t.Helper()
 	if err := rdb.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// connected returns once tr has its tracking connection.
+func connected(t *testing.T, ctx context.Context, tr *track.Tracker) {
+	t.Helper()
+	for {
+		if _, conns := tr.Counts(); conns == 1 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no tracking connection to the primary")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

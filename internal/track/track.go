@@ -24,8 +24,10 @@
 // that lost the keys is seen when the server answers again); MOVED and
 // ASK replies move the watches to the node they name, unless the tracker
 // failed to reach it less than unreachedFor before (a replica that has not
-// yet promoted itself names its dead master): then Addr is asked again
-// after the backoff.
+// yet promoted itself names its dead master): then, as after CLUSTERDOWN,
+// the watches are parked on the node that refused them until it has
+// promoted itself (asked ROLE every probeEvery), follows another master,
+// or its master answers again.
 //
 // Relay sends a renewal call on the tracking connection that watches its
 // keys: with NOLOOP its writes announce nothing to this connection, so the
@@ -52,6 +54,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -134,6 +137,11 @@ type Tracker struct {
 	mu     sync.Mutex
 	nodes  map[string]*node
 	closed bool
+	// parkFor is how long a node keeps parked watches before it asks
+	// whether their master answers again (parkMax), and unreachedFor how
+	// long a failed dial keeps a MOVED to it from being followed (tests
+	// may set them).
+	parkFor, unreachedFor time.Duration
 	// unreached are the addresses whose last dial failed, and when: a
 	// MOVED that names one within unreachedFor is not followed (replied).
 	unreached map[string]time.Time
@@ -157,7 +165,7 @@ func New(d Dialer, cfg Config) *Tracker {
 		cfg.Gather = time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}, unreached: map[string]time.Time{}}
+	return &Tracker{d: d, cfg: cfg, ctx: ctx, cancel: cancel, nodes: map[string]*node{}, unreached: map[string]time.Time{}, parkFor: parkMax, unreachedFor: unreachedFor}
 }
 
 // Watch is one watched hold. The zero value is ready for Add. An owner
@@ -176,6 +184,7 @@ type Watch struct {
 	n          *node
 	prev, next *Watch // the other watches of target.Key on n
 	queuedOn   *node  // the node whose queue holds it (nil: none)
+	parkedOn   *node  // the node whose parked list holds it (nil: none)
 	inflight   bool   // a check of it was sent and has no reply yet
 	fresh      bool   // added, its first check not sent yet: it may wait for Gather
 	stopped    bool
@@ -400,6 +409,8 @@ func (t *Tracker) newNode(addr string) *node {
 	n := &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
 	n.gather = time.NewTimer(time.Hour)
 	n.gather.Stop()
+	n.probe = time.NewTimer(time.Hour)
+	n.probe.Stop()
 	return n
 }
 
@@ -499,6 +510,8 @@ type node struct {
 	// else to send (gathering, under t.mu): only then is the sender woken.
 	gather    *time.Timer
 	gathering bool
+	// probe fires probeEvery while watches are parked: a ROLE is sent.
+	probe *time.Timer
 
 	// under t.mu
 	watches map[string]*Watch // by key: the first of the key's list (prev, next)
@@ -515,12 +528,34 @@ type node struct {
 	// reached, read with the primary check: a Relay for a given server
 	// is carried only by a connection to it.
 	runID string
+	// parked are the watches whose check the node refused with MOVED to
+	// a master the tracker could not reach, or with CLUSTERDOWN (their
+	// parkedOn is n): the node is a replica of that master that has not
+	// promoted itself yet. It is asked ROLE every probeEvery, and once it
+	// answers as a primary, or names another master, they are checked
+	// again at once; every parkFor its master is dialed (reach), and if it
+	// answers they are placed again by Addr. parkedAt is when the first was parked (zero: none), probing
+	// that a ROLE is in flight, wasReplica that one found the node a
+	// replica (a node that was a primary at the first ROLE shows no
+	// promotion: its parked watches are placed again at once).
+	parked     []*Watch
+	parkedAt   time.Time
+	probing    bool
+	wasReplica bool
+	// parkMaster is the master the replica's ROLE names; reaching, that
+	// a dial of it is under way (reach); requeuedAt, when parked watches
+	// were last sent again to a node that was a primary at its first ROLE.
+	parkMaster string
+	reaching   bool
+	requeuedAt time.Time
 	// replID is the connected primary's replication id (INFO
-	// replication), and known the servers the node met, most recent
-	// first: where else connect looks (candidates).
-	replID  string
-	known   []string
-	written uint64 // commands written on the connection, to tell an idle one
+	// replication, read again with each ROLE), primaryAt its address,
+	// and known the servers the node met, most recent first: where else
+	// connect looks (candidates).
+	replID    string
+	primaryAt string
+	known     []string
+	written   uint64 // commands written on the connection, to tell an idle one
 
 	// writeChecks's buffers, reused from call to call
 	order  []checkGroup
@@ -541,8 +576,11 @@ type sent struct {
 	check []watchRef
 	spec  *Spec
 	relay *relay
-	role  bool      // a ROLE of the primary check
-	at    time.Time // when it was written: its reply is due Timeout later
+	role  bool // a ROLE of the primary check
+	probe bool // a ROLE asking whether a replica was promoted
+	// replInfo: an INFO replication sent with a ROLE of the primary check
+	replInfo bool
+	at       time.Time // when it was written: its reply is due Timeout later
 }
 
 // each calls f for every watch of n. t.mu is held.
@@ -565,6 +603,9 @@ func (n *node) eachOf(w *Watch, f func(*Watch)) {
 func (n *node) enqueue(w *Watch) {
 	if w.queuedOn == n || w.stopped {
 		return
+	}
+	if w.parkedOn == n {
+		w.parkedOn = nil
 	}
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
@@ -607,6 +648,9 @@ func (n *node) remove(w *Watch) {
 		w.next.prev = w.prev
 	}
 	w.prev, w.next = nil, nil
+	if w.parkedOn == n {
+		w.parkedOn = nil
+	}
 	// A queued or in-flight check of w finds it stopped.
 }
 
@@ -654,6 +698,7 @@ func (n *node) run() {
 		}
 		n.conn = conn
 		n.pending = n.pending[:0]
+		n.unpark() // the watches are checked again below
 		clear(n.loaded)
 		n.each(func(w *Watch) {
 			w.inflight = false
@@ -758,67 +803,91 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// connect dials the node and turns tracking on. With Dialer.DialAddr,
-// a node it cannot reach, or that is not a primary, is looked for among
-// the servers it knows (candidates): the first that answers as a
-// primary of the same replication history is the node's connection.
+// connect dials the node and turns tracking on. With Dialer.DialAddr the
+// node's own dial (Dial, where a Sentinel client finds the primary) and
+// the servers it knows (candidates) are tried at once, and the first
+// that answers as a primary (of the same replication history, for a
+// server not named by the last primary) is the node's connection: a
+// primary that does not answer (a host down, no reset) delays nothing.
 func (n *node) connect() (net.Conn, *bufio.Reader, error) {
 	t := n.t
-	conn, r, s, err := n.handshake(t.d.Dial, n.addr, "")
-	if err == nil && t.d.DialAddr != nil {
-		s.addr = conn.RemoteAddr().String()
+	if t.d.DialAddr == nil {
+		conn, r, _, err := n.handshake(t.ctx, try{dial: t.d.Dial, addr: n.addr})
+		return conn, r, err
 	}
-	if err != nil && t.d.DialAddr != nil && !errors.Is(err, errUnsupported) {
-		t.mu.Lock()
-		addrs, lineage := n.candidates()
-		t.mu.Unlock()
-		var ok bool
-		if conn, r, s, ok = n.firstPrimary(addrs, lineage); ok {
-			err = nil
-		}
-	}
+	t.mu.Lock()
+	tries := n.candidates()
+	t.mu.Unlock()
+	conn, r, s, err := n.firstPrimary(tries)
 	if err != nil {
 		return nil, nil, err
 	}
-	if t.d.DialAddr != nil {
-		t.mu.Lock()
-		n.learned(s)
-		t.mu.Unlock()
-	}
+	t.mu.Lock()
+	n.learned(s)
+	t.mu.Unlock()
 	return conn, r, nil
 }
 
 // knownMax bounds the servers a node remembers (known).
 const knownMax = 8
 
-// candidates returns where connect looks for the primary when the node
-// cannot be reached: the replicas its last primary named, and, when that
-// primary's replication id is known, the servers the node met before (an
-// old primary that rejoined as a replica at the same address, and was
-// promoted again). The lineage is that id: a server is taken only if it
-// is that primary itself or was promoted from one of its replicas (its
-// master_replid or master_replid2 is the id), so a restarted old
-// primary, which answers as a primary with a new history until Sentinel
-// demotes it, is not taken. t.mu is held.
-func (n *node) candidates() (addrs []string, lineage string) {
-	addrs = slices.Clone(n.replicas)
+// try is one server connect dials: with dial (Dial for the node's own
+// address, else DialAddr), taken only if it answers as a primary whose
+// replication ids include lineage (when not empty).
+type try struct {
+	dial    func(context.Context, string) (net.Conn, error)
+	addr    string
+	lineage string
+	own     bool   // the node's own dial: its error is connect's
+	wait    bool   // a named replica: waited for until promoted (parkMax)
+	runID   string // when set, the server must have this run_id (the same process)
+	// first counts the round's tries that do not wait and have not ended
+	// their first attempt: a wait lasts until they have (a dial of a host
+	// that is down may take Timeout, and meanwhile only the waits look).
+	first *atomic.Int64
+}
+
+// candidates returns what connect dials: the node's own address; the
+// replicas its last primary named, taken as before this was known (any
+// primary); and, when that primary's replication id is known, the other
+// servers the node met (an old primary that rejoined as a replica at its
+// address and was promoted again), taken only if their master_replid or
+// master_replid2 is that id: a server at a known address that is a
+// primary of another history (restarted empty, another deployment) says
+// nothing of the holds. At the last primary's own address (reached
+// through the node's own dial too) only the same process is taken (its
+// run_id): restarted from its RDB, it would answer with its old id as
+// master_replid2 and old data.
+// t.mu is held.
+func (n *node) candidates() []try {
+	t := n.t
+	tries := []try{{dial: t.d.Dial, addr: n.addr, own: true}}
+	for _, a := range n.replicas {
+		tries = append(tries, try{dial: t.d.DialAddr, addr: a, wait: true})
+	}
 	if n.replID == "" {
-		return addrs, ""
+		return tries
 	}
 	for _, a := range n.known {
-		if !slices.Contains(addrs, a) {
-			addrs = append(addrs, a)
+		switch {
+		case slices.Contains(n.replicas, a):
+		case a != n.primaryAt:
+			tries = append(tries, try{dial: t.d.DialAddr, addr: a, lineage: n.replID})
+		case n.runID != "":
+			// The same process only: one just promoted, not yet named
+			// by a Sentinel, to which the connection broke.
+			tries = append(tries, try{dial: t.d.DialAddr, addr: a, lineage: n.replID, runID: n.runID})
 		}
 	}
-	return addrs, n.replID
+	return tries
 }
 
 // learned records what the handshake of the node's new connection read:
-// the replicas its primary names, its run_id and replication id, and the
-// servers met, most recent first. t.mu is held.
+// the replicas its primary names, its run_id, replication id and
+// address, and the servers met, most recent first. t.mu is held.
 func (n *node) learned(s serverInfo) {
 	n.replicas, n.roleAt = s.replicas, time.Now()
-	n.runID, n.replID = s.runID, s.replID
+	n.runID, n.replID, n.primaryAt = s.runID, s.replID, s.addr
 	n.remember(append([]string{s.addr}, s.replicas...))
 }
 
@@ -837,50 +906,98 @@ func (n *node) remember(addrs []string) {
 	}
 }
 
-// firstPrimary dials addrs at once with Dialer.DialAddr and returns the
-// first connection that passes the primary check with lineage (a server
-// that does not answer costs no more than the slowest that does, up to
-// Timeout); the others are closed as their handshakes end.
-func (n *node) firstPrimary(addrs []string, lineage string) (net.Conn, *bufio.Reader, serverInfo, bool) {
+// firstPrimary runs the handshakes of tries at once and returns the first
+// connection that passes its primary check; the others are closed as
+// their handshakes end. When none passes, the error is the node's own
+// dial's.
+func (n *node) firstPrimary(tries []try) (net.Conn, *bufio.Reader, serverInfo, error) {
 	t := n.t
 	type result struct {
 		conn net.Conn
 		r    *bufio.Reader
 		s    serverInfo
+		err  error
+		own  bool
 	}
-	results := make(chan result, len(addrs))
-	t.wg.Add(len(addrs)) // the node's own goroutine keeps the count above 0
-	for _, a := range addrs {
+	results := make(chan result, len(tries))
+	// The round ends the others' waits once one has won.
+	round, end := context.WithCancel(t.ctx)
+	defer end()
+	// others counts the tries still running besides the node's own dial,
+	// which is tried again (backing off) while they wait for a replica's
+	// promotion: a primary that answers again is taken at once.
+	var others, first atomic.Int64
+	others.Store(int64(len(tries) - 1))
+	for i := range tries {
+		tries[i].first = &first
+		if !tries[i].wait {
+			first.Add(1)
+		}
+	}
+	t.wg.Add(len(tries)) // the node's own goroutine keeps the count above 0
+	for _, a := range tries {
 		go func() {
 			defer t.wg.Done()
-			conn, r, s, err := n.handshake(t.d.DialAddr, a, lineage)
-			if err != nil {
-				conn = nil
+			if !a.own {
+				defer others.Add(-1)
 			}
-			s.addr = a
-			results <- result{conn, r, s}
+			start := time.Now()
+			conn, r, s, err := n.handshake(round, a)
+			if !a.wait {
+				first.Add(-1)
+			}
+			// A Sentinel that promotes a replica closes its clients'
+			// connections (CLIENT KILL TYPE normal): the wait goes on on a
+			// new one.
+			for errors.Is(err, errWaitBroken) && time.Since(start) < parkMax && sleep(round, probeEvery) {
+				conn, r, s, err = n.handshake(round, a)
+			}
+			for backoff := time.Millisecond; a.own && err != nil && !errors.Is(err, errUnsupported) && others.Load() > 0; backoff = min(2*backoff, t.cfg.MaxBackoff) {
+				if !sleep(round, backoff) {
+					break
+				}
+				conn, r, s, err = n.handshake(round, a)
+			}
+			if err == nil {
+				s.addr = a.addr
+				if a.own {
+					s.addr = "" // Dial may ignore the address: the server's is the connection's
+					if ra := conn.RemoteAddr(); ra != nil {
+						s.addr = ra.String()
+					}
+				}
+			}
+			results <- result{conn, r, s, err, a.own}
 		}()
 	}
-	for i := range addrs {
+	var ownErr error
+	for i := range tries {
 		x := <-results
-		if x.conn == nil {
+		if x.err != nil {
+			if x.own {
+				ownErr = x.err
+			}
 			continue
 		}
-		if rest := len(addrs) - i - 1; rest > 0 {
+		if rest := len(tries) - i - 1; rest > 0 {
 			t.wg.Add(1)
 			go func() {
 				defer t.wg.Done()
 				for range rest {
-					if y := <-results; y.conn != nil {
+					if y := <-results; y.err == nil {
 						y.conn.Close()
 					}
 				}
 			}()
 		}
-		return x.conn, x.r, x.s, true
+		return x.conn, x.r, x.s, nil
 	}
-	return nil, nil, serverInfo{}, false
+	return nil, nil, serverInfo{}, ownErr
 }
+
+// errWaitBroken: the connection to a named replica broke while connect
+// waited for its promotion.
+var errWaitBroken = errors.New("track: the connection broke while waiting for a promotion")
 
 // errNotPrimary: with the primary check on, the node answered ROLE as a
 // replica (or a Sentinel's stale answer named one), or as a primary of
@@ -902,16 +1019,21 @@ type serverInfo struct {
 // ROLE that must say primary, an INFO server for the server's run_id and
 // an INFO replication for its replication ids, which must include
 // lineage when it is not empty.
-func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), addr, lineage string) (net.Conn, *bufio.Reader, serverInfo, error) {
+func (n *node) handshake(round context.Context, a try) (net.Conn, *bufio.Reader, serverInfo, error) {
 	t := n.t
 	var s serverInfo
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
+	dial, addr, lineage := a.dial, a.addr, a.lineage
+	ctx, cancel := context.WithTimeout(round, t.cfg.Timeout)
 	defer cancel()
 	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, nil, s, err
 	}
+	// A round that another try won, or the tracker's Close, ends the
+	// handshake at once, even while it waits for a reply.
+	stop := context.AfterFunc(round, func() { conn.Close() })
 	fail := func(err error) (net.Conn, *bufio.Reader, serverInfo, error) {
+		stop()
 		conn.Close()
 		return nil, nil, s, err
 	}
@@ -946,7 +1068,7 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 	}
 	r := bufio.NewReaderSize(conn, 16<<10)
 	for range cmds {
-		v, err := readValue(r)
+		v, err := readReply(r)
 		if err != nil {
 			return fail(err)
 		}
@@ -960,11 +1082,34 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 	if role {
 		var vs [3]value
 		for i := range vs {
-			if vs[i], err = readValue(r); err != nil {
+			if vs[i], err = readReply(r); err != nil {
 				return fail(err)
 			}
 		}
 		replicas, ok := primaryRole(vs[0])
+		if !ok && a.wait {
+			// A named replica is asked ROLE again every probeEvery, for up
+			// to parkMax, until it has promoted itself (or another try won
+			// the round: the Sentinel's answer, a primary that answers
+			// again); then its INFO is read again.
+			for end := time.Now().Add(parkMax); !ok && (time.Now().Before(end) || a.first.Load() > 0); {
+				if !sleep(round, probeEvery) {
+					return fail(round.Err())
+				}
+				if vs[0], err = roundTrip(conn, w, r, t.cfg.Timeout, "ROLE"); err != nil {
+					return fail(fmt.Errorf("%w: %w", errWaitBroken, err))
+				}
+				replicas, ok = primaryRole(vs[0])
+			}
+			if ok {
+				if vs[1], err = roundTrip(conn, w, r, t.cfg.Timeout, "INFO", "server"); err != nil {
+					return fail(fmt.Errorf("%w: %w", errWaitBroken, err))
+				}
+				if vs[2], err = roundTrip(conn, w, r, t.cfg.Timeout, "INFO", "replication"); err != nil {
+					return fail(fmt.Errorf("%w: %w", errWaitBroken, err))
+				}
+			}
+		}
 		if !ok {
 			return fail(errNotPrimary)
 		}
@@ -972,12 +1117,39 @@ func (n *node) handshake(dial func(context.Context, string) (net.Conn, error), a
 		// is relayed for the server, and no lineage is known.
 		s.replicas, s.runID = replicas, RunID(vs[1].str)
 		s.replID, s.replID2 = infoField(vs[2].str, "master_replid"), infoField(vs[2].str, "master_replid2")
-		if lineage != "" && s.replID != lineage && s.replID2 != lineage {
+		if lineage != "" && s.replID != lineage && s.replID2 != lineage || a.runID != "" && s.runID != a.runID {
 			return fail(errNotPrimary)
 		}
 	}
+	if !stop() {
+		return fail(round.Err()) // closed by the round's end
+	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, r, s, nil
+}
+
+// roundTrip sends one command on a connection being set up and reads its
+// reply, within timeout.
+func roundTrip(conn net.Conn, w *bufio.Writer, r *bufio.Reader, timeout time.Duration, args ...string) (value, error) {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	writeCmd(w, args...)
+	if err := w.Flush(); err != nil {
+		return value{}, err
+	}
+	return readReply(r)
+}
+
+// readReply reads the next reply, skipping push messages: on a connection
+// being set up they announce nothing of the watches (it has read no key
+// yet, and every watch is checked once it is up), but a flush announces
+// itself to every tracking connection.
+func readReply(r *bufio.Reader) (value, error) {
+	for {
+		v, err := readValue(r)
+		if err != nil || v.kind != '>' {
+			return v, err
+		}
+	}
 }
 
 // RunID returns the run_id in the text of INFO server ("" when none).
@@ -1078,6 +1250,11 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			writeCmd(w, "PING")
 			n.sentLocked(conn, sent{})
 			t.mu.Unlock()
+		case <-n.probe.C:
+			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
+			t.mu.Lock()
+			n.writeProbe(conn, w)
+			t.mu.Unlock()
 		case <-n.gather.C:
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
@@ -1118,6 +1295,175 @@ func (n *node) sentLocked(conn net.Conn, s sent) {
 	n.pending = append(n.pending, s)
 }
 
+// probeEvery is how often a node with parked watches is asked ROLE: the
+// most a promotion waits to be seen (a ROLE costs Redis about as little as
+// a PING; during a failover, 500 a second per client and replica).
+const probeEvery = 2 * time.Millisecond
+
+// parkMax is how long watches stay parked on a replica before they are
+// placed again by Addr (a master that answers again is found then: the
+// replica's ROLE cannot tell, its link to a crashed host may be said
+// connected until repl-timeout), and how long connect waits for a named
+// replica to promote itself: the dead master is dialed at most once in
+// that time.
+const parkMax = time.Second
+
+// park keeps w on n until n is promoted (parked). t.mu is held.
+func (n *node) park(w *Watch) {
+	if w.parkedOn == n {
+		return
+	}
+	w.parkedOn = n
+	n.parked = append(n.parked, w)
+	if n.parkedAt.IsZero() {
+		n.parkedAt = time.Now()
+		n.probe.Reset(0)
+	}
+}
+
+// eachParked calls f for the watches parked on n that are still live.
+// t.mu is held.
+func (n *node) eachParked(f func(*Watch)) {
+	for _, w := range n.parked {
+		if w.parkedOn == n && w.n == n && !w.stopped {
+			f(w)
+		}
+	}
+}
+
+// unpark forgets the parked watches (they are checked or placed again by
+// the caller). t.mu is held.
+func (n *node) unpark() {
+	for _, w := range n.parked {
+		if w.parkedOn == n {
+			w.parkedOn = nil
+		}
+	}
+	clear(n.parked)
+	n.parked = n.parked[:0]
+	n.parkedAt, n.wasReplica, n.parkMaster = time.Time{}, false, ""
+	n.probing = false // in flight only on a connection that broke
+	n.probe.Stop()
+}
+
+// replaceParked places the parked watches again by Addr after the
+// backoff, as for any refusal. t.mu is held.
+func (n *node) replaceParked() {
+	n.eachParked(func(w *Watch) {
+		n.remove(w)
+		w.n = nil
+		w.retry()
+	})
+	n.unpark()
+}
+
+// writeProbe writes the ROLE of a probe (parked), or gives the parked
+// watches up after parkFor. t.mu is held.
+func (n *node) writeProbe(conn net.Conn, w *bufio.Writer) {
+	if n.parkedAt.IsZero() || n.probing {
+		return
+	}
+	live := false
+	n.eachParked(func(*Watch) { live = true })
+	switch {
+	case !live:
+		n.unpark()
+	case time.Since(n.parkedAt) >= n.t.parkFor && !n.reaching:
+		if n.parkMaster == "" {
+			n.replaceParked()
+			return
+		}
+		// Does the replica's master answer again? Dialed aside, while
+		// the probes go on: a host that is down may take Timeout.
+		n.reaching = true
+		n.t.wg.Add(1)
+		go n.reach(n.parkMaster, n.parkedAt)
+		fallthrough
+	default:
+		n.probing = true
+		writeCmd(w, "ROLE")
+		n.sentLocked(conn, sent{probe: true})
+	}
+}
+
+// reach dials master, which the replica n names, for the watches parked
+// since episode: if it answers, they are placed again by Addr (it serves
+// them, or names who does); if not, they stay for another parkFor.
+func (n *node) reach(master string, episode time.Time) {
+	t := n.t
+	defer t.wg.Done()
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
+	conn, err := t.d.Dial(ctx, master)
+	cancel()
+	if err == nil {
+		conn.Close()
+	} else if t.d.Refresh != nil {
+		t.d.Refresh(t.ctx, master)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n.reaching = false
+	if !n.parkedAt.Equal(episode) {
+		return // unparked meanwhile
+	}
+	if err == nil {
+		n.replaceParked()
+		return
+	}
+	t.failedDial(master)
+	n.parkedAt = time.Now()
+}
+
+// probed handles a probe's reply v: a node promoted since it was found a
+// replica has its parked watches checked at once. t.mu is held.
+func (n *node) probed(v value) {
+	n.probing = false
+	if n.parkedAt.IsZero() {
+		return
+	}
+	_, primary := primaryRole(v)
+	master := replicaOf(v)
+	switch {
+	case primary && (n.wasReplica || time.Since(n.requeuedAt) >= unreachedFor):
+		// Promoted since the refusals (or, once in a while, promoted
+		// before the first ROLE): the checks are sent again at once.
+		n.requeuedAt = time.Now()
+		n.eachParked(n.enqueue)
+		n.unpark()
+	case primary:
+		// A primary refusing (the cluster is down, or a MOVED to a dead
+		// master from a master): placed again, as for any refusal.
+		n.replaceParked()
+	case master != "" && n.parkMaster != "" && master != n.parkMaster:
+		// It follows another master (another replica was promoted): its
+		// refusals now name a node that answers.
+		n.eachParked(n.enqueue)
+		n.unpark()
+	default:
+		n.wasReplica = true
+		if master != "" {
+			n.parkMaster = master
+		}
+		n.probe.Reset(probeEvery)
+	}
+}
+
+// replicaOf returns the master a ROLE reply of a replica names
+// (["slave", ip, port, state, offset]), or "".
+func replicaOf(v value) string {
+	if v.kind != '*' || len(v.elems) < 3 || v.elems[0].str != "slave" || v.elems[1].str == "" {
+		return ""
+	}
+	port := v.elems[2].str // an integer from Redis
+	if v.elems[2].kind == ':' {
+		port = strconv.FormatInt(v.elems[2].int, 10)
+	}
+	if port == "" {
+		return ""
+	}
+	return net.JoinHostPort(v.elems[1].str, port)
+}
+
 // roleDue reports whether the primary check's ROLE is to be read again:
 // every Ping, and every bare (at most every second when idle, every
 // 100ms with new checks) while the primary names no replica (right after
@@ -1142,6 +1488,10 @@ func (n *node) writeRole(conn net.Conn, w *bufio.Writer, bare time.Duration) {
 	n.roleAt = time.Now()
 	writeCmd(w, "ROLE")
 	n.sentLocked(conn, sent{role: true})
+	// A primary's replication id changes when its first replica attaches
+	// (Redis starts a new history with the backlog).
+	writeCmd(w, "INFO", "replication")
+	n.sentLocked(conn, sent{replInfo: true})
 }
 
 // writeChecks writes the queue as check calls, by spec and slot, at most
@@ -1301,6 +1651,16 @@ func (n *node) replied(s sent, v value) []callback {
 		n.relayed(s.relay, v)
 		return nil
 	}
+	if s.probe {
+		n.probed(v)
+		return nil
+	}
+	if s.replInfo {
+		if id := infoField(v.str, "master_replid"); id != "" && infoField(v.str, "role") == "master" {
+			n.replID = id
+		}
+		return nil
+	}
 	if s.role {
 		if replicas, ok := primaryRole(v); ok {
 			n.replicas = replicas
@@ -1340,19 +1700,25 @@ func (n *node) replied(s sent, v value) []callback {
 		case strings.HasPrefix(v.str, "MOVED ") || strings.HasPrefix(v.str, "ASK "):
 			f := strings.Fields(v.str)
 			to := f[len(f)-1]
-			if at, down := t.unreached[to]; down && time.Since(at) < unreachedFor {
+			if at, down := t.unreached[to]; down && time.Since(at) < t.unreachedFor {
 				// A replica not yet promoted names the master that
-				// could not be reached: asking Addr again after the
-				// backoff costs no dial of the dead node.
+				// could not be reached: the watches wait on it for its
+				// promotion (park), and no dial of the dead node.
 				for w := range live {
-					n.remove(w)
-					w.n = nil
-					w.retry()
+					n.park(w)
 				}
 				break
 			}
 			for w := range live {
 				t.place(w, to)
+			}
+		case strings.HasPrefix(v.str, "CLUSTERDOWN"):
+			// Once a crashed master is marked failed, its replica
+			// refuses the checks so until it has promoted itself: they
+			// wait on it as for a MOVED (a node that is a primary gives
+			// them back at its first ROLE, see probed).
+			for w := range live {
+				n.park(w)
 			}
 		default: // LOADING, BUSY, ...: again after the backoff
 			for w := range live {
