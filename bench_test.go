@@ -29,7 +29,8 @@ import (
 // pair (redis-cpu-µs/op, INFO cpu: commands and socket I/O), the CPU time
 // of the benchmark's own process per pair (client-cpu-µs/op, getrusage:
 // lualock, go-redis, the Go runtime; on Unix); with -v it logs each
-// command's calls and execution time per pair.
+// command's calls and execution time per pair. The -plain runs send the
+// scripts on the go-redis client itself (Options.Scripter = rdb).
 func BenchmarkLock_LockUnlock(b *testing.B) {
 	srv := harness.StartStandalone(b)
 	for _, fair := range []bool{false, true} {
@@ -40,28 +41,46 @@ func BenchmarkLock_LockUnlock(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			benchLockUnlock(b, srv.Addr(), 1, fair)
 		})
+		b.Run(name+"-plain", func(b *testing.B) {
+			benchLockUnlockWith(b, srv.Addr(), 1, fair, true)
+		})
 	}
 }
 
 // BenchmarkLock_LockUnlockParallel is BenchmarkLock_LockUnlock with 32
 // goroutines, each on a lock of its own (uncontended), sharing one Client:
-// what a server handling concurrent requests does, and where go-redis's
-// pool (one request per connection at a time) and the runtime's shared
-// state (the watchdog, the latch sweeper) show.
+// what a server handling concurrent requests does, and where the default
+// scripter's batches (against -plain: go-redis's pool, one request per
+// connection at a time) and the runtime's shared state (the watchdog, the
+// latch sweeper) show.
 func BenchmarkLock_LockUnlockParallel(b *testing.B) {
 	srv := harness.StartStandalone(b)
 	b.Run("reentrant-32", func(b *testing.B) {
 		benchLockUnlock(b, srv.Addr(), 32, false)
+	})
+	b.Run("reentrant-32-plain", func(b *testing.B) {
+		benchLockUnlockWith(b, srv.Addr(), 32, false, true)
 	})
 }
 
 // benchLockUnlock runs b.N lock+unlock pairs split over g goroutines, each
 // on its own lock, and reports commands and Redis execution time per pair.
 func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
+	benchLockUnlockWith(b, addr, g, fair, false)
+}
+
+// benchLockUnlockWith is benchLockUnlock; with plain set, the scripts go
+// through the go-redis client itself (Options.Scripter = rdb), one call
+// per connection, instead of the default lualock.Batched.
+func benchLockUnlockWith(b *testing.B, addr string, g int, fair, plain bool) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10, g)})
 	defer func() { _ = rdb.Close() }()
-	c, err := lualock.New(rdb, lualock.Options{})
+	var opts lualock.Options
+	if plain {
+		opts.Scripter = rdb
+	}
+	c, err := lualock.New(rdb, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

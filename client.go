@@ -46,6 +46,7 @@ type Client struct {
 	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
 	ack     *replicaAck    // replica acknowledgement; nil when off
 	latches *latchSweeper  // deletes the latches of releases that got their reply
+	batch   *batcher       // sends the scripts unless Options.Scripter is set
 	kw      keyWatches     // change watches of waiters' keys (holdwatch.go)
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
@@ -77,8 +78,12 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var scripts redis.Scripter = rdb
-	if s := cfg.Scripter; s != nil {
+	var batch *batcher
+	var scripts redis.Scripter
+	if s := cfg.Scripter; s == nil {
+		batch = Batched(rdb).(*batcher)
+		scripts = batch
+	} else {
 		if isNilPointer(s) {
 			return nil, fmt.Errorf("%w: Options.Scripter is a nil %T", ErrInvalid, s)
 		}
@@ -96,7 +101,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, cfg: cfg, id: id, closing: make(chan struct{}), done: make(chan struct{})}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, batch: batch, closing: make(chan struct{}), done: make(chan struct{})}
 	acquire := scripts
 	if c.ack = newReplicaAck(c); c.ack != nil {
 		// An acquire script of a replicated primary runs on the
@@ -158,6 +163,9 @@ func (c *Client) Close() error {
 	c.bgMu.Unlock()
 	c.bg.Wait()
 	c.latches.close()
+	if c.batch != nil {
+		c.batch.sends.Wait() // within go-redis's timeouts
+	}
 	return err
 }
 

@@ -85,18 +85,15 @@ type Options struct {
 	// in the middle of an upgrade). See PubSubMode.
 	PubSub PubSubMode
 
-	// Scripter, when set, runs the lock scripts (acquire, release, leave,
-	// force release, status) in place of the redis client given to New. It
-	// is meant for a client that sends the calls of concurrent goroutines
-	// to Redis together: go-redis's rdb.AutoPipeline() (go-redis 9.22 or
-	// later, experimental there), or a rueidis client through the module
-	// github.com/lualock/lualock/extra/lualockrueidis. With 32 goroutines
-	// locking their own locks the auto-pipeliner raised throughput 1.2 to
-	// 1.7 times in this project's benchmarks, while with one goroutine,
-	// and when a lock is handed over between waiters, it was slower (see
-	// docs/GUIDE.md, Many goroutines). It must reach the same Redis
-	// deployment as that client, and must not be a pipeline
-	// (redis.Pipeliner).
+	// Scripter runs the lock scripts (acquire, release, leave, force
+	// release, status). Default nil: Batched on the redis client given to
+	// New, which sends the calls of concurrent goroutines together; set
+	// the redis client itself to send each call on its own connection,
+	// or another scripter that reaches the same deployment: go-redis's
+	// rdb.AutoPipeline() (go-redis 9.22 or later, experimental there) or
+	// a rueidis client through the module
+	// github.com/lualock/lualock/extra/lualockrueidis (see docs/GUIDE.md,
+	// Many goroutines). It must not be a pipeline (redis.Pipeliner).
 	//
 	// go-redis's auto-pipeliner does not honour a command's context once
 	// the command is queued: with it, a call waits for Redis's answer up to
@@ -107,7 +104,7 @@ type Options struct {
 	// twice (a release is latched by request id, an acquisition names the
 	// hold count it leaves), so a Scripter that resends a batch after a
 	// lost reply does not release or count a hold twice. The Client does
-	// not close it. Default nil: the redis client runs them.
+	// not close it.
 	Scripter redis.Scripter
 
 	// NoHoldTracking turns off the hold tracker. By default every hold (a

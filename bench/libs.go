@@ -28,6 +28,7 @@ const (
 	libLualockFair  = "lualock (fair)"
 	libLualockAP    = "lualock (tuned: Scripter AutoPipeline)"
 	libLualockRue   = "lualock (tuned: Scripter rueidis)"
+	libLualockPlain = "lualock (Scripter rdb: a call per connection)"
 	libLualockRead  = "lualock (read lock)"
 	libLualockWrite = "lualock (write lock)"
 	libLualockFence = "lualock (fenced)"
@@ -216,6 +217,20 @@ func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error)
 		}
 		return &lualockInst{rdb: rdb, c: c, n: n, fair: fair}, nil
 	}
+}
+
+// openLualockPlain opens lualock with its scripts sent by its go-redis
+// client itself (Options.Scripter = rdb): one call per connection, as
+// before the default batched them.
+func openLualockPlain(e *env, o openOpts) (instance, error) {
+	rdb, n := goRedis(e.cfg.addr, o.name)
+	opts := lualock.Options{WatchdogLease: o.wdLease, ReplicaAck: e.cfg.ack, Scripter: rdb}
+	c, err := lualock.New(rdb, opts)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &lualockInst{rdb: rdb, c: c, n: n}, nil
 }
 
 // openLualockRueidis opens lualock with its scripts sent by a rueidis
@@ -610,6 +625,7 @@ var (
 	vLualockFair = variant{libLualockFair, false, openLualock(true, false)}
 	vLualockAP   = variant{libLualockAP, false, openLualock(false, true)}
 	vLualockRue  = variant{libLualockRue, false, openLualockRueidis}
+	vLualockPln  = variant{libLualockPlain, false, openLualockPlain}
 	vLualockRead = variant{libLualockRead, false, openLualockKind("read")}
 	vLualockWrt  = variant{libLualockWrite, false, openLualockKind("write")}
 	vLualockFnc  = variant{libLualockFence, false, openLualockKind("fenced")}
@@ -630,11 +646,11 @@ var (
 // Uncontended locks never retry, so the retry settings do not matter there;
 // rueidislock's KeyMajority does (3 keys by default, 1 tuned).
 func uncontendedVariants() []variant {
-	return []variant{vPing, vLualock, vLualockAP, vLualockRue, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vLualockSem, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
+	return []variant{vPing, vLualock, vLualockAP, vLualockRue, vLualockPln, vLualockFair, vLualockRead, vLualockWrt, vLualockFnc, vLualockSem, vRedislockU, vRedsyncU, vRueidis, vRueidisT}
 }
 
 func contendedVariants() []variant {
-	return []variant{vMutex, vLualock, vLualockAP, vLualockFair, vLualockSem, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
+	return []variant{vMutex, vLualock, vLualockAP, vLualockPln, vLualockFair, vLualockSem, vRedislock, vRedislockT, vRedsync, vRedsyncT, vRueidis, vRueidisT}
 }
 
 func waitingVariants() []variant {

@@ -487,6 +487,7 @@ func (e *env) targets() []verdict {
 			{libLualock, ""},
 			{libLualockAP, ", with Options.Scripter = AutoPipeline"},
 			{libLualockRue, ", with Options.Scripter = lualockrueidis"},
+			{libLualockPlain, ", with Options.Scripter = rdb"},
 		} {
 			lu := e.med(wl, row.lib, "ops_per_s")
 			if row.lib != libLualock && math.IsNaN(lu) {
@@ -650,6 +651,10 @@ func (e *env) uncontendedText(wl string, g int, lu, fair, ping float64, peer str
 	if rue := e.med(wl, libLualockRue, "ops_per_s"); !math.IsNaN(rue) {
 		s = append(s, fmt.Sprintf("With Options.Scripter set to a rueidis client (extra/lualockrueidis), which pipelines concurrent calls and sends a lone one at once, the same scripts do %s ops/s (%s the default, %s the best peer) at %s µs of Redis and %s µs of client CPU per op.",
 			num(rue), ratio(rue, lu), ratio(rue, best), num(e.med(wl, libLualockRue, "redis_cpu_us_per_op")), num(e.med(wl, libLualockRue, "client_cpu_us_per_op"))))
+	}
+	if pl := e.med(wl, libLualockPlain, "ops_per_s"); !math.IsNaN(pl) {
+		s = append(s, fmt.Sprintf("By default lualock sends a call at once while fewer than 2 are in flight and the calls that come meanwhile together as one pipeline (lualock.Batched); with Options.Scripter set to the go-redis client itself, one call per connection, the same scripts do %s ops/s (%s the default) at %s µs of Redis and %s µs of client CPU per op.",
+			num(pl), ratio(pl, lu), num(e.med(wl, libLualockPlain, "redis_cpu_us_per_op")), num(e.med(wl, libLualockPlain, "client_cpu_us_per_op"))))
 	}
 	s = append(s, fmt.Sprintf("The fair lock does %s ops/s (%s the reentrant lock): its scripts also read the queue and the timeout set.", num(fair), ratio(fair, lu)))
 	if rd, wr, fe := e.med(wl, libLualockRead, "ops_per_s"), e.med(wl, libLualockWrite, "ops_per_s"), e.med(wl, libLualockFence, "ops_per_s"); !math.IsNaN(rd) {

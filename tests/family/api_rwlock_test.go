@@ -272,30 +272,26 @@ func rwAPIOverlap(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 // readAttempts counts, per owner field, the read and the write acquire
 // scripts that Redis refused or ran: a waiter's attempts.
 type readAttempts struct {
-	backends.PassHook
 	mu sync.Mutex
 	n  map[string]int // by "r "/"w " + field
 }
 
-func (h *readAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		a := cmd.Args()
-		if len(a) > 6 && fmt.Sprint(a[0]) == "evalsha" {
-			side := ""
-			switch a[1] {
-			case generated.RwlockReadAcquireSHA1:
-				side = "r "
-			case generated.RwlockWriteAcquireSHA1:
-				side = "w "
-			}
-			if side != "" {
-				h.mu.Lock()
-				h.n[side+fmt.Sprint(a[len(a)-2])]++ // ARGV: lease, field, holds
-				h.mu.Unlock()
-			}
-		}
-		return err
+func (h *readAttempts) note(cmd redis.Cmder) {
+	a := cmd.Args()
+	if len(a) <= 6 || fmt.Sprint(a[0]) != "evalsha" {
+		return
+	}
+	side := ""
+	switch a[1] {
+	case generated.RwlockReadAcquireSHA1:
+		side = "r "
+	case generated.RwlockWriteAcquireSHA1:
+		side = "w "
+	}
+	if side != "" {
+		h.mu.Lock()
+		h.n[side+fmt.Sprint(a[len(a)-2])]++ // ARGV: lease, field, holds
+		h.mu.Unlock()
 	}
 }
 
@@ -316,7 +312,7 @@ func (h *readAttempts) count(key string) int {
 func rwReadersOfOneClient(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 	const readers = 4
 	attempts := &readAttempts{n: map[string]int{}}
-	hooked := backends.Hooked(t, rdb, attempts)
+	hooked := backends.Hooked(t, rdb, backends.Observe{Note: attempts.note})
 	c := backends.NewClient(t, hooked, lualock.Options{MaxWaitTimer: time.Hour, NoHoldTracking: true})
 	ctx := context.Background()
 	name := backends.UniqueName(t)
@@ -551,28 +547,66 @@ type sleepProbe struct {
 // ProcessHook counts the read lock's acquire calls.
 func (h *sleepProbe) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 7 || fmt.Sprint(args[0]) != "evalsha" || args[1] != generated.RwlockReadAcquireSHA1 {
+		field, probed, ok := h.begin(cmd)
+		if !ok {
 			return next(ctx, cmd)
 		}
-		field, probed := fmt.Sprint(args[6]), h.probed.Load() // KEYS: 2, ARGV[2]
-		h.mu.Lock()
-		h.inflight++
-		h.mu.Unlock()
 		err := next(ctx, cmd)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.inflight--
-		if h.total == nil {
-			h.total, h.since = map[string]int{}, map[string]int{}
+		h.end(field, probed, err)
+		return err
+	}
+}
+
+// ProcessPipelineHook counts the read lock's acquire calls of a pipeline
+// (the client's default scripter sends concurrent calls together).
+func (h *sleepProbe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		type call struct {
+			cmd    redis.Cmder
+			field  string
+			probed bool
 		}
-		if err == nil {
-			h.total[field]++
-			if probed {
-				h.since[field]++
+		var calls []call
+		for _, cmd := range cmds {
+			if field, probed, ok := h.begin(cmd); ok {
+				calls = append(calls, call{cmd, field, probed})
 			}
 		}
+		err := next(ctx, cmds)
+		for _, c := range calls {
+			h.end(c.field, c.probed, c.cmd.Err())
+		}
 		return err
+	}
+}
+
+// begin reports whether cmd is a read lock's acquire call, its owner field
+// and whether it began after the probe, and counts it in flight.
+func (h *sleepProbe) begin(cmd redis.Cmder) (field string, probed, ok bool) {
+	args := cmd.Args()
+	if len(args) < 7 || fmt.Sprint(args[0]) != "evalsha" || args[1] != generated.RwlockReadAcquireSHA1 {
+		return "", false, false
+	}
+	field, probed = fmt.Sprint(args[6]), h.probed.Load() // KEYS: 2, ARGV[2]
+	h.mu.Lock()
+	h.inflight++
+	h.mu.Unlock()
+	return field, probed, true
+}
+
+// end counts a call begun by begin as done with err.
+func (h *sleepProbe) end(field string, probed bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inflight--
+	if h.total == nil {
+		h.total, h.since = map[string]int{}, map[string]int{}
+	}
+	if err == nil {
+		h.total[field]++
+		if probed {
+			h.since[field]++
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,32 @@ func (h *FailScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook fails the matching calls of a pipeline (the
+// client's default scripter sends concurrent calls together) and sends
+// the others.
+func (h *FailScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !h.Armed.Load() {
+			return next(ctx, cmds)
+		}
+		send := make([]redis.Cmder, 0, len(cmds))
+		var first error
+		for _, cmd := range cmds {
+			if h.matches(cmd.Args()) {
+				h.Hits.Add(1)
+				cmd.SetErr(h.Err)
+				first = cmp.Or(first, h.Err)
+				continue
+			}
+			send = append(send, cmd)
+		}
+		if len(send) > 0 {
+			first = cmp.Or(first, next(ctx, send))
+		}
+		return first
+	}
+}
+
 func (h *FailScript) matches(args []any) bool {
 	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") || args[1] != h.SHA {
 		return false
@@ -94,18 +121,47 @@ type LoseReplies struct {
 func (h *LoseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		args := cmd.Args()
-		if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.SHA &&
-			(err == nil || errors.Is(err, redis.Nil)) && h.Left.Add(-1) >= 0 {
-			time.Sleep(h.Delay)
-			now := time.Now()
-			h.last.Store(&now)
-			h.Lost.Add(1)
-			cmd.SetErr(io.EOF)
+		if h.lose(cmd, err) {
 			return io.EOF
 		}
 		return err
 	}
+}
+
+// ProcessPipelineHook loses the replies of the matching calls of a
+// pipeline (the client's default scripter sends concurrent calls
+// together), as a connection that breaks after the pipeline's write.
+func (h *LoseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		lost := false
+		for _, cmd := range cmds {
+			if h.lose(cmd, cmd.Err()) {
+				lost = true
+			}
+		}
+		if lost {
+			return io.EOF
+		}
+		return err
+	}
+}
+
+// lose reports whether cmd, sent with the outcome err, is one whose reply
+// is to be lost; if so it waits Delay, records the loss and sets io.EOF
+// as cmd's error.
+func (h *LoseReplies) lose(cmd redis.Cmder, err error) bool {
+	args := cmd.Args()
+	if len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && args[1] == h.SHA &&
+		(err == nil || errors.Is(err, redis.Nil)) && h.Left.Add(-1) >= 0 {
+		time.Sleep(h.Delay)
+		now := time.Now()
+		h.last.Store(&now)
+		h.Lost.Add(1)
+		cmd.SetErr(io.EOF)
+		return true
+	}
+	return false
 }
 
 // LastLoss returns when the last lost reply was reported to the caller:
@@ -115,6 +171,34 @@ func (h *LoseReplies) LastLoss() time.Time {
 		return *t
 	}
 	return time.Time{}
+}
+
+// Observe is a hook that calls Note with every command once it has run,
+// pipelined ones included (the client's default scripter sends concurrent
+// calls together).
+type Observe struct {
+	PassHook
+	Note func(cmd redis.Cmder)
+}
+
+// ProcessHook notes cmd after it ran.
+func (h Observe) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.Note(cmd)
+		return err
+	}
+}
+
+// ProcessPipelineHook notes each of cmds after the pipeline ran.
+func (h Observe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.Note(cmd)
+		}
+		return err
+	}
 }
 
 // CountCalls counts the commands, pipelined ones included, for which

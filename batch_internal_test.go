@@ -1,0 +1,273 @@
+package lualock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lualock/lualock/tests/harness"
+)
+
+// logScript appends ARGV[1] to the list KEYS[1] and returns it: the list
+// is Redis's own record of which calls ran, and in what order.
+const logScript = "redis.call('RPUSH', KEYS[1], ARGV[1]) return ARGV[1]"
+
+// laneGate is a go-redis hook that holds every EVALSHA sent alone (a lane's
+// send) until open is closed, and records the size of every pipeline of
+// scripts.
+type laneGate struct {
+	entered chan struct{}
+	open    chan struct{}
+	// When pipeHold is set, a pipeline of scripts signals pipeEntered and
+	// waits for pipeHold to be closed.
+	pipeEntered chan struct{}
+	pipeHold    chan struct{}
+
+	mu    sync.Mutex
+	pipes []int
+}
+
+func (g *laneGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *laneGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			g.entered <- struct{}{}
+			<-g.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *laneGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if cmds[0].Name() == "evalsha" { // not a connection's handshake
+			g.mu.Lock()
+			g.pipes = append(g.pipes, len(cmds))
+			g.mu.Unlock()
+			if g.pipeHold != nil {
+				g.pipeEntered <- struct{}{}
+				<-g.pipeHold
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// batchSetup starts a server, loads logScript and returns a client hooked
+// by a new laneGate, the batcher on it and the script's SHA1.
+func batchSetup(t *testing.T) (*redis.Client, *laneGate, *batcher, string) {
+	t.Helper()
+	rdb := harness.StartStandalone(t).Client()
+	sha, err := rdb.ScriptLoad(t.Context(), logScript).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &laneGate{entered: make(chan struct{}, 16), open: make(chan struct{})}
+	rdb.AddHook(g)
+	return rdb, g, Batched(rdb).(*batcher), sha
+}
+
+// waitQueued waits until b has n calls queued.
+func waitQueued(t *testing.T, b *batcher, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(b.queue)
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// result is one call's outcome.
+type result struct {
+	arg string
+	val any
+	err error
+}
+
+// TestBatcher_queuedCallsShareOnePipeline holds both lanes' sends, queues
+// five calls behind them and cancels one of those: the cancelled call
+// returns context.Canceled and never reaches Redis, and the other four go
+// out as one pipeline when a lane ends, each with its own reply.
+func TestBatcher_queuedCallsShareOnePipeline(t *testing.T) {
+	rdb, g, b, sha := batchSetup(t)
+	ctx := t.Context()
+	const key = "batch:log"
+	results := make(chan result, 8)
+	call := func(ctx context.Context, arg string) {
+		v, err := b.EvalSha(ctx, sha, []string{key}, arg).Result()
+		results <- result{arg, v, err}
+	}
+	for i := range batchLanes {
+		go call(ctx, fmt.Sprint("lane-", i))
+		<-g.entered // its send holds a lane
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	for i := range 5 {
+		c := ctx
+		if i == 2 {
+			c = cancelled
+		}
+		go call(c, fmt.Sprint("queued-", i))
+		waitQueued(t, b, i+1)
+	}
+	cancel()
+	if r := <-results; r.arg != "queued-2" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first outcome: %+v, want queued-2 with context.Canceled", r)
+	}
+	waitQueued(t, b, 4)
+	close(g.open)
+	got := map[string]result{}
+	for range batchLanes + 4 {
+		r := <-results
+		got[r.arg] = r
+	}
+	for arg, r := range got {
+		if r.err != nil || r.val != arg {
+			t.Errorf("call %s: reply %v, %v; want its own argument", arg, r.val, r.err)
+		}
+	}
+	sent, err := rdb.LRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"lane-0", "lane-1", "queued-0", "queued-1", "queued-3", "queued-4"}
+	slices.Sort(sent)
+	if !slices.Equal(sent, want) {
+		t.Errorf("Redis ran %v, want %v (each call once, the cancelled one never)", sent, want)
+	}
+	b.sends.Wait()
+	g.mu.Lock()
+	pipes := slices.Clone(g.pipes)
+	g.mu.Unlock()
+	if !slices.Equal(pipes, []int{4}) {
+		t.Errorf("pipelines sent: %v, want one of the 4 queued calls", pipes)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight != 0 || len(b.queue) != 0 {
+		t.Errorf("after the calls: %d sends in flight, %d queued; want 0 and 0", b.inFlight, len(b.queue))
+	}
+}
+
+// TestBatcher_callLeavesBatchWhenItsContextEnds holds a pipeline of two
+// calls in flight and ends one call's context: that call returns
+// context.Canceled at once, while the pipeline still goes out and the
+// other call gets its reply.
+func TestBatcher_callLeavesBatchWhenItsContextEnds(t *testing.T) {
+	rdb, g, b, sha := batchSetup(t)
+	g.pipeHold = make(chan struct{})
+	g.pipeEntered = make(chan struct{}, 1)
+	ctx := t.Context()
+	const key = "batch:log"
+	results := make(chan result, 4)
+	call := func(ctx context.Context, arg string) {
+		v, err := b.EvalSha(ctx, sha, []string{key}, arg).Result()
+		results <- result{arg, v, err}
+	}
+	for i := range batchLanes {
+		go call(ctx, fmt.Sprint("lane-", i))
+		<-g.entered
+	}
+	leaving, cancel := context.WithCancel(ctx)
+	go call(leaving, "leaving")
+	waitQueued(t, b, 1)
+	go call(ctx, "staying")
+	waitQueued(t, b, 2)
+	close(g.open) // the lanes' sends end; the queue goes out as one pipeline
+	<-g.pipeEntered
+	cancel()
+	got := map[string]result{}
+	for range batchLanes + 1 {
+		r := <-results
+		got[r.arg] = r
+	}
+	if r, ok := got["leaving"]; !ok || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("outcomes while the pipeline is held: %+v; want the leaving call's context.Canceled among them", got)
+	}
+	close(g.pipeHold)
+	r := <-results
+	if r.arg != "staying" || r.err != nil || r.val != "staying" {
+		t.Errorf("the call that stayed: %+v, want its own reply", r)
+	}
+	b.sends.Wait()
+	sent, err := rdb.LRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(sent)
+	if want := []string{"lane-0", "lane-1", "leaving", "staying"}; !slices.Equal(sent, want) {
+		t.Errorf("Redis ran %v, want %v (the pipeline was sent whole)", sent, want)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight != 0 || len(b.queue) != 0 {
+		t.Errorf("after the calls: %d sends in flight, %d queued; want 0 and 0", b.inFlight, len(b.queue))
+	}
+}
+
+// TestBatcher_loneCallsGoOutAlone checks that, with no other call in
+// flight, a call is sent at once on its own: no pipeline, and Redis's
+// errors (NOSCRIPT here) come back as they would without the batcher.
+func TestBatcher_loneCallsGoOutAlone(t *testing.T) {
+	rdb, g, b, sha := batchSetup(t)
+	close(g.open)
+	ctx := t.Context()
+	for i := range 3 {
+		arg := fmt.Sprint("alone-", i)
+		if v, err := b.EvalSha(ctx, sha, []string{"batch:log"}, arg).Result(); err != nil || v != arg {
+			t.Fatalf("EvalSha = %v, %v; want %s", v, err, arg)
+		}
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EvalShaRO(ctx, sha, []string{"batch:log"}, "x").Err(); !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		t.Errorf("EvalShaRO of a flushed script = %v, want NOSCRIPT", err)
+	}
+	if _, err := b.ScriptLoad(ctx, logScript).Result(); err != nil {
+		t.Fatalf("ScriptLoad through the batcher: %v", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pipes) != 0 {
+		t.Errorf("pipelines sent: %v, want none", g.pipes)
+	}
+}
+
+// TestNew_batchesByDefault: a client without Options.Scripter sends its
+// scripts through a batcher on the redis client; with one, it does not.
+func TestNew_batchesByDefault(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New sends nothing
+	defer func() { _ = rdb.Close() }()
+	c, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if c.batch == nil || c.batch.rdb != rdb {
+		t.Errorf("default client: batcher %v, want one on the redis client", c.batch)
+	}
+	plain, err := New(rdb, Options{Scripter: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plain.Close() }()
+	if plain.batch != nil {
+		t.Error("client with Options.Scripter set: has a batcher, want none")
+	}
+}
