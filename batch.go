@@ -13,18 +13,32 @@ import (
 // scripts of concurrent calls to Redis together, through rdb, without
 // waiting for a batch to fill: a call goes out at once, alone, while fewer
 // than two sends are in flight; the calls that come while two are queue,
-// and each send that ends sends the whole queue as one pipeline. A queued
-// call returns when its context ends. It is what a Client uses when
-// Options.Scripter is nil; see docs/GUIDE.md, Many goroutines.
+// and each send that ends sends the queue (up to 64 calls) as one
+// pipeline. A queue that no send has taken for 5 ms goes out on a send of
+// its own, so that a stalled connection holds up no more than its own
+// calls. A queued call returns when its context ends. It is what a Client
+// on a *redis.Client or a failover client uses when Options.Scripter is
+// nil; given a *redis.Ring it returns rdb. See docs/GUIDE.md, Many
+// goroutines.
 func Batched(rdb redis.UniversalClient) redis.Scripter {
-	return &batcher{Scripter: rdb, rdb: rdb, lanes: batchLanes}
+	if r, ok := rdb.(*redis.Ring); ok {
+		return r // luart loads a script on each shard only through the Ring itself
+	}
+	b := &batcher{Scripter: rdb, rdb: rdb, lanes: batchLanes, staleAfter: batchStale}
+	b.idle = sync.NewCond(&b.mu)
+	b.stale = time.AfterFunc(time.Hour, b.flushStale)
+	b.stale.Stop()
+	return b
 }
 
 // batchLanes is how many sends a batcher keeps in flight before calls
-// queue; batchMax is the most calls one pipeline carries.
+// queue; batchMax is the most calls one pipeline carries; batchStale is
+// how long the oldest queued call waits for a send to end before the
+// queue goes out on a send of its own.
 const (
 	batchLanes = 2
 	batchMax   = 64
+	batchStale = 5 * time.Millisecond
 )
 
 // batcher is what Batched returns. Only EVALSHA and EVALSHA_RO, what the
@@ -32,24 +46,30 @@ const (
 // interface (SCRIPT LOAD after a NOSCRIPT among them) goes straight to rdb.
 type batcher struct {
 	redis.Scripter
-	rdb   redis.UniversalClient
-	lanes int
+	rdb        redis.UniversalClient
+	lanes      int
+	staleAfter time.Duration // batchStale; tests set it
+	stale      *time.Timer   // runs flushStale; armed while calls are queued
 
 	mu       sync.Mutex
-	inFlight int          // sends under way, at most lanes
-	queue    []*batchCall // calls waiting; not empty only while inFlight == lanes
-	sends    sync.WaitGroup
+	inFlight int          // sends under way: lanes, and stale queues' sends
+	queue    []*batchCall // calls waiting; not empty only while inFlight >= lanes
+	sends    int          // batches under way on goroutines of their own
+	idle     *sync.Cond   // broadcast when sends falls to 0
+	closed   bool         // close was called: no stale queue is sent aside
 }
 
 // batchCall is one queued call. taken is guarded by the batcher's mu; cmd
-// is written by the batch's send before done is closed.
+// is written by the batch's send before it signals done (buffered: the
+// send never waits for a caller that left).
 type batchCall struct {
 	ctx   context.Context
 	ro    bool
 	sha   string
 	keys  []string
 	args  []any
-	taken bool // in a batch: no longer in the queue
+	at    time.Time // when it was queued
+	taken bool      // in a batch: no longer in the queue
 	cmd   *redis.Cmd
 	done  chan struct{}
 }
@@ -75,12 +95,16 @@ func (b *batcher) do(ctx context.Context, ro bool, sha string, keys []string, ar
 		b.next()
 		return cmd
 	}
-	c := &batchCall{ctx: ctx, ro: ro, sha: sha, keys: keys, args: args, done: make(chan struct{})}
+	c := callPool.Get().(*batchCall)
+	c.ctx, c.ro, c.sha, c.keys, c.args, c.at = ctx, ro, sha, keys, args, time.Now()
+	if len(b.queue) == 0 {
+		b.stale.Reset(b.staleAfter)
+	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.cmd
+		return c.reply()
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -90,17 +114,32 @@ func (b *batcher) do(ctx context.Context, ro bool, sha string, keys []string, ar
 		b.queue = slices.DeleteFunc(b.queue, func(q *batchCall) bool { return q == c })
 	}
 	b.mu.Unlock()
-	if taken {
+	if !taken {
+		c.reply() // back to the pool: no batch holds it
+	} else {
 		select {
 		case <-c.done:
-			return c.cmd // the reply came as the context ended
+			return c.reply() // the reply came as the context ended
 		default:
 			// Sent or about to be: as for a reply that does not come back
-			// in time, the outcome is unknown to the caller.
+			// in time, the outcome is unknown to the caller. The batch
+			// still writes to c, which is not reused.
 		}
 	}
 	cmd := redis.NewCmd(ctx)
 	cmd.SetErr(ctx.Err())
+	return cmd
+}
+
+// callPool keeps batchCalls, each with its done channel, for reuse.
+var callPool = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
+
+// reply returns c's command and puts c back in the pool, cleared. Only the
+// call's own goroutine calls it, once nothing else holds c.
+func (c *batchCall) reply() *redis.Cmd {
+	cmd := c.cmd
+	*c = batchCall{done: c.done}
+	callPool.Put(c)
 	return cmd
 }
 
@@ -115,9 +154,9 @@ func (b *batcher) next() {
 	}
 }
 
-// take takes the first calls of the queue as a batch, counting a send
-// for it in b.sends; with the queue empty it frees the ending send's lane
-// and returns nil. b.mu is held.
+// take takes the first calls of the queue as a batch, counting it in
+// b.sends; with the queue empty it frees the ending send's lane and
+// returns nil. b.mu is held.
 func (b *batcher) take() []*batchCall {
 	if len(b.queue) == 0 {
 		b.inFlight--
@@ -129,8 +168,30 @@ func (b *batcher) take() []*batchCall {
 	for _, c := range batch {
 		c.taken = true
 	}
-	b.sends.Add(1)
+	b.sends++
 	return batch
+}
+
+// flushStale runs on the stale timer: when the oldest queued call has
+// waited staleAfter, no send has ended meanwhile (a connection or the
+// server stalls), and the queue goes out on a send of its own; otherwise
+// the timer is armed again for the oldest call.
+func (b *batcher) flushStale() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || len(b.queue) == 0 {
+		return
+	}
+	if wait := b.staleAfter - time.Since(b.queue[0].at); wait > 0 {
+		b.stale.Reset(wait)
+		return
+	}
+	b.inFlight++
+	batch := b.take()
+	if len(b.queue) > 0 {
+		b.stale.Reset(b.staleAfter)
+	}
+	go b.send(batch)
 }
 
 // send sends batch, gives each call its reply, and ends the send. It runs
@@ -138,7 +199,6 @@ func (b *batcher) take() []*batchCall {
 // context ends; it ends when go-redis returns, within the client's
 // timeouts.
 func (b *batcher) send(batch []*batchCall) {
-	defer b.sends.Done()
 	if len(batch) == 1 {
 		c := batch[0]
 		c.cmd = evalSha(c.ctx, b.rdb, c.ro, c.sha, c.keys, c.args)
@@ -155,7 +215,25 @@ func (b *batcher) send(batch []*batchCall) {
 	// callers are woken: Redis gets them sooner.
 	b.next()
 	for _, c := range batch {
-		close(c.done)
+		c.done <- struct{}{}
+	}
+	b.mu.Lock()
+	if b.sends--; b.sends == 0 {
+		b.idle.Broadcast()
+	}
+	b.mu.Unlock()
+}
+
+// close stops sending stale queues aside and waits for the batches under
+// way to end (within go-redis's timeouts). Calls still running may start
+// batches after it returns.
+func (b *batcher) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.stale.Stop()
+	for b.sends > 0 {
+		b.idle.Wait()
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +20,11 @@ import (
 // is Redis's own record of which calls ran, and in what order.
 const logScript = "redis.call('RPUSH', KEYS[1], ARGV[1]) return ARGV[1]"
 
-// laneGate is a go-redis hook that holds every EVALSHA sent alone (a lane's
-// send) until open is closed, and records the size of every pipeline of
-// scripts.
+// laneGate is a go-redis hook that holds the first EVALSHAs sent alone
+// (the lanes' sends, hold of them) until open is closed, and records the
+// size of every pipeline of scripts.
 type laneGate struct {
+	hold    atomic.Int32
 	entered chan struct{}
 	open    chan struct{}
 	// When pipeHold is set, a pipeline of scripts signals pipeEntered and
@@ -37,7 +40,7 @@ func (g *laneGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g *laneGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
+		if cmd.Name() == "evalsha" && g.hold.Add(-1) >= 0 {
 			g.entered <- struct{}{}
 			<-g.open
 		}
@@ -61,7 +64,8 @@ func (g *laneGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // batchSetup starts a server, loads logScript and returns a client hooked
-// by a new laneGate, the batcher on it and the script's SHA1.
+// by a new laneGate, the batcher on it (its queues never stale) and the
+// script's SHA1.
 func batchSetup(t *testing.T) (*redis.Client, *laneGate, *batcher, string) {
 	t.Helper()
 	rdb := harness.StartStandalone(t).Client()
@@ -70,8 +74,12 @@ func batchSetup(t *testing.T) (*redis.Client, *laneGate, *batcher, string) {
 		t.Fatal(err)
 	}
 	g := &laneGate{entered: make(chan struct{}, 16), open: make(chan struct{})}
+	g.hold.Store(batchLanes)
 	rdb.AddHook(g)
-	return rdb, g, Batched(rdb).(*batcher), sha
+	b := Batched(rdb).(*batcher)
+	b.staleAfter = time.Hour // a test sends a stale queue aside itself
+	t.Cleanup(b.close)
+	return rdb, g, b, sha
 }
 
 // waitQueued waits until b has n calls queued.
@@ -150,7 +158,7 @@ func TestBatcher_queuedCallsShareOnePipeline(t *testing.T) {
 	if !slices.Equal(sent, want) {
 		t.Errorf("Redis ran %v, want %v (each call once, the cancelled one never)", sent, want)
 	}
-	b.sends.Wait()
+	b.close()
 	g.mu.Lock()
 	pipes := slices.Clone(g.pipes)
 	g.mu.Unlock()
@@ -204,7 +212,7 @@ func TestBatcher_callLeavesBatchWhenItsContextEnds(t *testing.T) {
 	if r.arg != "staying" || r.err != nil || r.val != "staying" {
 		t.Errorf("the call that stayed: %+v, want its own reply", r)
 	}
-	b.sends.Wait()
+	b.close()
 	sent, err := rdb.LRange(ctx, key, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +221,44 @@ func TestBatcher_callLeavesBatchWhenItsContextEnds(t *testing.T) {
 	if want := []string{"lane-0", "lane-1", "leaving", "staying"}; !slices.Equal(sent, want) {
 		t.Errorf("Redis ran %v, want %v (the pipeline was sent whole)", sent, want)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight != 0 || len(b.queue) != 0 {
+		t.Errorf("after the calls: %d sends in flight, %d queued; want 0 and 0", b.inFlight, len(b.queue))
+	}
+}
+
+// TestBatcher_staleQueueGoesOutAside holds both lanes' sends and queues
+// two calls: with no send ending, the queue goes out on a send of its own
+// once its oldest call has waited staleAfter, and both calls get their
+// replies while the lanes are still held.
+func TestBatcher_staleQueueGoesOutAside(t *testing.T) {
+	_, g, b, sha := batchSetup(t)
+	b.staleAfter = batchStale
+	ctx := t.Context()
+	results := make(chan result, 4)
+	call := func(arg string) {
+		v, err := b.EvalSha(ctx, sha, []string{"batch:log"}, arg).Result()
+		results <- result{arg, v, err}
+	}
+	for i := range batchLanes {
+		go call(fmt.Sprint("lane-", i))
+		<-g.entered
+	}
+	go call("stale-0")
+	go call("stale-1")
+	for range 2 {
+		if r := <-results; !strings.HasPrefix(r.arg, "stale-") || r.err != nil || r.val != r.arg {
+			t.Errorf("while both lanes are held: %+v, want a queued call with its own reply", r)
+		}
+	}
+	close(g.open)
+	for range batchLanes {
+		if r := <-results; r.err != nil || r.val != r.arg {
+			t.Errorf("lane call %s: %v, %v", r.arg, r.val, r.err)
+		}
+	}
+	b.close()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.inFlight != 0 || len(b.queue) != 0 {
@@ -250,7 +296,8 @@ func TestBatcher_loneCallsGoOutAlone(t *testing.T) {
 }
 
 // TestNew_batchesByDefault: a client without Options.Scripter sends its
-// scripts through a batcher on the redis client; with one, it does not.
+// scripts through a batcher on the redis client; with one, or on a
+// cluster, it does not.
 func TestNew_batchesByDefault(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New sends nothing
 	defer func() { _ = rdb.Close() }()
@@ -269,5 +316,15 @@ func TestNew_batchesByDefault(t *testing.T) {
 	defer func() { _ = plain.Close() }()
 	if plain.batch != nil {
 		t.Error("client with Options.Scripter set: has a batcher, want none")
+	}
+	crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer func() { _ = crdb.Close() }()
+	cc, err := New(crdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	if cc.batch != nil {
+		t.Error("client on a cluster: has a batcher, want none (a pipeline waits for its slowest node)")
 	}
 }

@@ -46,7 +46,7 @@ type Client struct {
 	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
 	ack     *replicaAck    // replica acknowledgement; nil when off
 	latches *latchSweeper  // deletes the latches of releases that got their reply
-	batch   *batcher       // sends the scripts unless Options.Scripter is set
+	batch   *batcher       // sends the scripts, but on a cluster or with Options.Scripter set
 	kw      keyWatches     // change watches of waiters' keys (holdwatch.go)
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
@@ -81,8 +81,14 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	var batch *batcher
 	var scripts redis.Scripter
 	if s := cfg.Scripter; s == nil {
-		batch = Batched(rdb).(*batcher)
-		scripts = batch
+		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+			// A cluster pipeline waits for its slowest node: a node that
+			// stops answering would hold up the calls to the others.
+			scripts = rdb
+		} else {
+			batch = Batched(rdb).(*batcher)
+			scripts = batch
+		}
 	} else {
 		if isNilPointer(s) {
 			return nil, fmt.Errorf("%w: Options.Scripter is a nil %T", ErrInvalid, s)
@@ -164,7 +170,7 @@ func (c *Client) Close() error {
 	c.bg.Wait()
 	c.latches.close()
 	if c.batch != nil {
-		c.batch.sends.Wait() // within go-redis's timeouts
+		c.batch.close() // waits for the batches under way
 	}
 	return err
 }

@@ -87,8 +87,10 @@ type Options struct {
 
 	// Scripter runs the lock scripts (acquire, release, leave, force
 	// release, status). Default nil: Batched on the redis client given to
-	// New, which sends the calls of concurrent goroutines together; set
-	// the redis client itself to send each call on its own connection,
+	// New, which sends the calls of concurrent goroutines together, or on
+	// a *redis.ClusterClient that client itself (a cluster pipeline waits
+	// for its slowest node); set the redis client itself to send each
+	// call on its own connection,
 	// or another scripter that reaches the same deployment: go-redis's
 	// rdb.AutoPipeline() (go-redis 9.22 or later, experimental there) or
 	// a rueidis client through the module
