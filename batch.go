@@ -15,8 +15,8 @@ import (
 // than two sends are in flight; the calls that come while two are queue,
 // and each send that ends sends the queue (up to 64 calls) as one
 // pipeline. A queue that no send has taken for 5 ms goes out on a send of
-// its own, so that a stalled connection holds up no more than its own
-// calls. A queued call returns when its context ends. It is what a Client
+// its own (up to two such sends at a time), so that a stalled connection
+// holds up no more than its own calls. A queued call returns when its context ends. It is what a Client
 // on a *redis.Client or a failover client uses when Options.Scripter is
 // nil; given a *redis.Ring it returns rdb. See docs/GUIDE.md, Many
 // goroutines.
@@ -174,8 +174,9 @@ func (b *batcher) take() []*batchCall {
 
 // flushStale runs on the stale timer: when the oldest queued call has
 // waited staleAfter, no send has ended meanwhile (a connection or the
-// server stalls), and the queue goes out on a send of its own; otherwise
-// the timer is armed again for the oldest call.
+// server stalls), and the queue goes out on a send of its own, unless as
+// many such sends as lanes are under way; otherwise the timer is armed
+// again.
 func (b *batcher) flushStale() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -184,6 +185,13 @@ func (b *batcher) flushStale() {
 	}
 	if wait := b.staleAfter - time.Since(b.queue[0].at); wait > 0 {
 		b.stale.Reset(wait)
+		return
+	}
+	if b.inFlight >= 2*b.lanes {
+		// The lanes and as many sends aside all stall: the server, not a
+		// connection. The calls wait for one of them, or for their
+		// context, rather than take one pooled connection after another.
+		b.stale.Reset(b.staleAfter)
 		return
 	}
 	b.inFlight++

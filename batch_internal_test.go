@@ -266,6 +266,44 @@ func TestBatcher_staleQueueGoesOutAside(t *testing.T) {
 	}
 }
 
+// TestBatcher_staleSendsAreBounded: with the lanes and as many sends
+// aside busy, a stale queue stays queued; with one of them free, it goes
+// out.
+func TestBatcher_staleSendsAreBounded(t *testing.T) {
+	_, g, b, sha := batchSetup(t)
+	close(g.open)
+	ctx := t.Context()
+	b.mu.Lock()
+	b.inFlight = 2 * b.lanes // marked busy: nothing of theirs ends
+	b.mu.Unlock()
+	got := make(chan result, 1)
+	go func() {
+		v, err := b.EvalSha(ctx, sha, []string{"batch:log"}, "stale").Result()
+		got <- result{"stale", v, err}
+	}()
+	waitQueued(t, b, 1)
+	b.mu.Lock()
+	b.queue[0].at = time.Now().Add(-time.Hour) // stale
+	b.mu.Unlock()
+	b.flushStale()
+	b.mu.Lock()
+	queued, inFlight := len(b.queue), b.inFlight
+	b.inFlight-- // one send aside ends
+	b.mu.Unlock()
+	if queued != 1 || inFlight != 2*b.lanes {
+		t.Fatalf("stale queue with every send busy: %d queued, %d in flight; want 1 and %d (left as it was)", queued, inFlight, 2*b.lanes)
+	}
+	b.flushStale()
+	if r := <-got; r.err != nil || r.val != "stale" {
+		t.Errorf("the stale call once a send was free: %v, %v; want its reply", r.val, r.err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight != 2*b.lanes-1 || len(b.queue) != 0 {
+		t.Errorf("after the send aside: %d in flight, %d queued; want %d and 0", b.inFlight, len(b.queue), 2*b.lanes-1)
+	}
+}
+
 // TestBatcher_loneCallsGoOutAlone checks that, with no other call in
 // flight, a call is sent at once on its own: no pipeline, and Redis's
 // errors (NOSCRIPT here) come back as they would without the batcher.
