@@ -246,8 +246,12 @@ func waitFile(t *testing.T, path string) {
 }
 
 // trapTerm is a command that, once its TERM trap is set, creates its $1 and
-// then waits; on SIGTERM it prints got-term and exits 0.
-var trapTerm = []string{"sh", "-c", `trap 'echo got-term; kill $! 2>/dev/null; exit 0' TERM INT HUP; : > "$1"; sleep 30 & wait`, "sh"}
+// then waits; on SIGTERM it prints got-term and exits 0. It waits in short
+// sleeps rather than one long one: a signal that reaches a child the shell
+// has forked but not yet exec'd runs the shell's trap handler in that child
+// and is lost, and a sleep 30 that missed its SIGTERM that way would keep
+// the group alive for the whole -grace.
+var trapTerm = []string{"sh", "-c", `trap 'echo got-term; exit 0' TERM INT HUP; : > "$1"; while :; do sleep 0.05 & wait; done`, "sh"}
 
 func TestExitStatus(t *testing.T) {
 	s := newServer(t)
@@ -628,18 +632,18 @@ func TestLockLost(t *testing.T) {
 	ready := readyFile(t)
 	p := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"}, append([]string{"lock", "-grace", "5s", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
-	deleted := time.Now()
 	if n, err := s.rdb.Del(context.Background(), name).Result(); err != nil || n != 1 {
 		t.Fatalf("del: %d, %v", n, err)
 	}
 	if code := p.wait(t, 5*time.Second); code != exitLost {
 		t.Fatalf("exit %d, want %d", code, exitLost)
 	}
-	if took := time.Since(deleted); took > 1500*time.Millisecond {
-		t.Errorf("loss noticed after %v, want within a renewal interval (200ms) + slack", took)
-	}
-	if !strings.Contains(p.stderr.String(), "lualock: lock "+name+" lost: ") {
-		t.Errorf("stderr %q lacks the lost message", p.stderr.String())
+	// The cause is the deletion itself, seen by the hold's watch or a
+	// renewal, not a lease that ran out (how soon is the loss suite's
+	// measure, not a wall-clock bound here).
+	if e := p.stderr.String(); !strings.Contains(e, "lualock: lock "+name+" lost: ") ||
+		!strings.Contains(e, "removed while held") && !strings.Contains(e, "found it gone") {
+		t.Errorf("stderr %q lacks the lost message with the deletion as its cause", e)
 	}
 	if p.stdout.String() != "got-term\n" {
 		t.Errorf("the command did not get SIGTERM: stdout %q", p.stdout.String())

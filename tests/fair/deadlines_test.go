@@ -23,8 +23,10 @@ const (
 
 // checkDrift runs the part of the drift scenario that needs no clock jump. A
 // holder takes the lock; fake:1..fake:4 queue and are told to wait lease,
-// lease+wait, lease+2·wait, lease+3·wait (±tol ms), their deadlines one
-// wait apart; the holder releases and fake:1 takes the lock: the new head
+// lease+wait, lease+2·wait, lease+3·wait less the time since the holder
+// took it, their deadlines one wait apart. The script's clock is bracketed
+// by Redis TIME read before and after each call, so the bounds follow from
+// order alone; tol is the rounding slack in ms (PTTL against TIME); the holder releases and fake:1 takes the lock: the new head
 // fake:2's deadline is cut to the new lease + one wait from now, and the
 // others keep theirs (the handoff is O(1): no per-waiter ZINCRBY); fake:3
 // gives up from the middle: it stays in the list as a tombstone (its
@@ -34,18 +36,26 @@ const (
 func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) {
 	t.Helper()
 	ctx := context.Background()
+	took0 := redisNow(t, rdb)
 	if r, err := fairAcquire(ctx, rdb, k, "holder:0", driftLease, driftWait); err != nil || r != nil {
 		t.Fatalf("holder acquire = %v, %v; want nil (acquired)", ptrString(r), err)
 	}
+	took1 := redisNow(t, rdb)
 	for i := range 4 {
 		field := "fake:" + strconv.Itoa(i+1)
+		before := redisNow(t, rdb)
 		r, err := fairAcquire(ctx, rdb, k, field, driftLease, driftWait)
 		if err != nil || r == nil {
 			t.Fatalf("%s acquire = %v, %v; want a wait", field, ptrString(r), err)
 		}
-		want := int64(driftLease + i*driftWait)
-		if *r < want-tol || *r > want+tol {
-			t.Errorf("%s: first wait %d ms, want %d ±%d", field, *r, want, tol)
+		after := redisNow(t, rdb)
+		// The wait is the lease plus i budgets, counted from the holder's
+		// acquisition (between took0 and took1) to this call (between
+		// before and after).
+		end := int64(driftLease + i*driftWait)
+		lo, hi := took0+end-after-tol, took1+end-before+tol
+		if *r < lo || *r > hi {
+			t.Errorf("%s: first wait %d ms, want %d..%d (lease + %d waits since the holder took the lock)", field, *r, lo, hi, i)
 		}
 	}
 	s := mustSnapshot(t, rdb, k)
@@ -103,6 +113,16 @@ func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) 
 	}
 }
 
+// redisNow is the server's clock in ms, as the scripts read it.
+func redisNow(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	tm, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return tm.UnixMilli()
+}
+
 func ptrString(r *int64) string {
 	if r == nil {
 		return "nil"
@@ -111,14 +131,14 @@ func ptrString(r *int64) string {
 }
 
 // TestFairAcquire_deadlineDrift runs the drift scenario's steps that need
-// no clock jump on every backend, with real time (±100 ms).
+// no clock jump on every backend, with real time bracketed by Redis TIME.
 func TestFairAcquire_deadlineDrift(t *testing.T) {
 	t.Parallel()
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
 		t.Parallel()
 		name := backends.UniqueName(t)
 		k := keysOf(name)
-		checkDrift(t, rdb, k, 100)
+		checkDrift(t, rdb, k, 1)
 		ctx := context.Background()
 		for _, f := range []string{"fake:2", "fake:4"} {
 			if ok, err := fairLeave(ctx, rdb, k, f, driftWait); err != nil || !ok {
