@@ -630,7 +630,7 @@ func TestLockLost(t *testing.T) {
 	s := newServer(t)
 	name := lockName(t)
 	ready := readyFile(t)
-	p := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=600ms"}, append([]string{"lock", "-grace", "5s", name, "--"}, append(trapTerm, ready)...)...)
+	p := s.start(t, []string{"LUALOCK_WATCHDOG_LEASE=3s"}, append([]string{"lock", "-grace", "5s", name, "--"}, append(trapTerm, ready)...)...)
 	waitFile(t, ready)
 	if n, err := s.rdb.Del(context.Background(), name).Result(); err != nil || n != 1 {
 		t.Fatalf("del: %d, %v", n, err)
@@ -640,7 +640,8 @@ func TestLockLost(t *testing.T) {
 	}
 	// The cause is the deletion itself, seen by the hold's watch or a
 	// renewal, not a lease that ran out (how soon is the loss suite's
-	// measure, not a wall-clock bound here).
+	// measure, not a wall-clock bound here). The 3 s lease keeps a starved
+	// holder's own expiry from winning that race.
 	if e := p.stderr.String(); !strings.Contains(e, "lualock: lock "+name+" lost: ") ||
 		!strings.Contains(e, "removed while held") && !strings.Contains(e, "found it gone") {
 		t.Errorf("stderr %q lacks the lost message with the deletion as its cause", e)

@@ -21,18 +21,19 @@ const (
 	driftWait  = 5_000  // ms
 )
 
-// checkDrift runs the part of the drift scenario that needs no clock jump. A
-// holder takes the lock; fake:1..fake:4 queue and are told to wait lease,
+// checkDrift runs the part of the drift scenario that needs no clock jump.
+// A holder takes the lock; fake:1..fake:4 queue and are told to wait lease,
 // lease+wait, lease+2·wait, lease+3·wait less the time since the holder
-// took it, their deadlines one wait apart. The script's clock is bracketed
-// by Redis TIME read before and after each call, so the bounds follow from
-// order alone; tol is the rounding slack in ms (PTTL against TIME); the holder releases and fake:1 takes the lock: the new head
-// fake:2's deadline is cut to the new lease + one wait from now, and the
-// others keep theirs (the handoff is O(1): no per-waiter ZINCRBY); fake:3
-// gives up from the middle: it stays in the list as a tombstone (its
-// deadline now - 0.5 ms, popped when it reaches the head) and the others
-// keep their deadlines. It leaves fake:1 holding the lock and
-// [fake:2 fake:3(tombstone) fake:4] queued.
+// took it, their deadlines one wait apart. Redis TIME read before and after
+// each call brackets the script's clock, so the bounds follow from order
+// alone; tol is the slack in ms of what PTTL gives against TIME (the
+// holder's lease as fake:1 reads it, and so fake:1's deadline). The holder
+// releases and fake:1 takes the lock: the new head fake:2's deadline is cut
+// to the new lease + one wait from now, and the others keep theirs (the
+// handoff is O(1): no per-waiter ZINCRBY); fake:3 gives up from the middle:
+// it stays in the list as a tombstone (its deadline now - 0.5 ms, popped
+// when it reaches the head) and the others keep their deadlines. It leaves
+// fake:1 holding the lock and [fake:2 fake:3(tombstone) fake:4] queued.
 func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -41,6 +42,7 @@ func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) 
 		t.Fatalf("holder acquire = %v, %v; want nil (acquired)", ptrString(r), err)
 	}
 	took1 := redisNow(t, rdb)
+	var first int64 // fake:1's deadline: the others' waits count from it
 	for i := range 4 {
 		field := "fake:" + strconv.Itoa(i+1)
 		before := redisNow(t, rdb)
@@ -49,13 +51,30 @@ func checkDrift(t *testing.T, rdb redis.UniversalClient, k fairKeys, tol int64) 
 			t.Fatalf("%s acquire = %v, %v; want a wait", field, ptrString(r), err)
 		}
 		after := redisNow(t, rdb)
-		// The wait is the lease plus i budgets, counted from the holder's
-		// acquisition (between took0 and took1) to this call (between
-		// before and after).
-		end := int64(driftLease + i*driftWait)
-		lo, hi := took0+end-after-tol, took1+end-before+tol
-		if *r < lo || *r > hi {
-			t.Errorf("%s: first wait %d ms, want %d..%d (lease + %d waits since the holder took the lock)", field, *r, lo, hi, i)
+		if i == 0 {
+			// fake:1 waits out the holder's lease, which ran from the
+			// acquisition (between took0 and took1) to this call (between
+			// before and after); its deadline is one budget past it. Both
+			// come from PTTL: tol ms of clock slack.
+			lo, hi := took0+driftLease-after-tol, took1+driftLease-before+tol
+			if *r < lo || *r > hi {
+				t.Errorf("%s: first wait %d ms, want %d..%d (the lease since the holder took the lock)", field, *r, lo, hi)
+			}
+			f, err := rdb.ZScore(ctx, k.timeouts, field).Result()
+			if err != nil {
+				t.Fatalf("%s's deadline: %v", field, err)
+			}
+			first = int64(f)
+			if lo, hi := took0+driftLease+driftWait-tol, took1+driftLease+driftWait+tol; first < lo || first > hi {
+				t.Errorf("%s: deadline %d, want %d..%d (the lease and one budget from the holder's acquisition)", field, first, lo, hi)
+			}
+			continue
+		}
+		// Each later waiter waits for the one before it: fake:1's deadline
+		// plus i-1 budgets, from this call on, exactly (TIME only).
+		end := first + int64((i-1)*driftWait)
+		if lo, hi := end-after, end-before; *r < lo || *r > hi {
+			t.Errorf("%s: first wait %d ms, want %d..%d (fake:1's deadline + %d waits from this call)", field, *r, lo, hi, i-1)
 		}
 	}
 	s := mustSnapshot(t, rdb, k)
@@ -138,7 +157,11 @@ func TestFairAcquire_deadlineDrift(t *testing.T) {
 		t.Parallel()
 		name := backends.UniqueName(t)
 		k := keysOf(name)
-		checkDrift(t, rdb, k, 1)
+		tol := int64(roundingMs)
+		if b.Mini() {
+			tol = miniClockMs
+		}
+		checkDrift(t, rdb, k, tol)
 		ctx := context.Background()
 		for _, f := range []string{"fake:2", "fake:4"} {
 			if ok, err := fairLeave(ctx, rdb, k, f, driftWait); err != nil || !ok {
