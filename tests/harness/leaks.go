@@ -1,28 +1,33 @@
 package harness
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
-// dialProbeSleep is how long go-redis's pool sleeps between the dial
-// probes it starts after PoolSize dials in a row failed (the pool's
-// tryDial): a probe of a pool closed during that sleep ends only after it.
-const dialProbeSleep = time.Second
+// delayedSleep is the longest a known third-party goroutine sleeps before
+// it sees that its client was closed and ends: go-redis's pool sleeps a
+// second between the dial probes it starts after PoolSize dials in a row
+// failed (the pool's tryDial), and a rueidis cluster client schedules a
+// topology refresh at most a second after the last one when a connection
+// closes (its singleflight's LazyDo), which Close itself does.
+const delayedSleep = time.Second
+
+// delayed are the marks, in a goroutine's stack, of those sleepers.
+var delayed = []string{"(*ConnPool).tryDial", "github.com/redis/rueidis.(*call).LazyDo"}
 
 // FindLeaks reports the goroutines still running at the end of a suite
-// (goleak.Find). A dial probe of a go-redis pool closed while its server
-// was gone (a test that stopped a server) sleeps out its second before it
-// sees the pool closed: when such a probe is among the goroutines found,
-// FindLeaks looks again once that second has passed, and only what is
-// still there then is a leak.
+// (goleak.Find). When one of the known sleepers (delayed) is among them,
+// FindLeaks looks again once its sleep has passed, and only what is still
+// there then is a leak.
 func FindLeaks() error {
 	err := goleak.Find()
-	if err == nil || !strings.Contains(err.Error(), "(*ConnPool).tryDial") {
+	if err == nil || !slices.ContainsFunc(delayed, func(m string) bool { return strings.Contains(err.Error(), m) }) {
 		return err
 	}
-	time.Sleep(dialProbeSleep + dialProbeSleep/2)
+	time.Sleep(delayedSleep + delayedSleep/2)
 	return goleak.Find()
 }
