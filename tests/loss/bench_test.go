@@ -90,8 +90,8 @@ func BenchmarkLossLatency(b *testing.B) {
 
 // BenchmarkLossLatencyRestart measures the time from the first reply of
 // the restarted node that held the lock which serves a key (EXISTS polled
-// every 1ms) to the holder's Done, on a server and a cluster of its
-// own (b.N restarts).
+// every 1ms) to the holder's Done, on a server, a cluster and a primary
+// behind a Sentinel of its own (b.N restarts).
 //
 //	go test -run - -bench LossLatencyRestart -benchtime 20x ./tests/loss/
 func BenchmarkLossLatencyRestart(b *testing.B) {
@@ -138,6 +138,10 @@ func BenchmarkLossLatencyRestart(b *testing.B) {
 			run(b, rdb, nodeOf)
 		})
 	}
+	b.Run("sentinel", func(b *testing.B) {
+		rdb, s := startSentinelPrimary(b)
+		run(b, rdb, func(string) *harness.Server { return s })
+	})
 }
 
 func benchClient(b *testing.B, be backends.Backend) redis.UniversalClient {

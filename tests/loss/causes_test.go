@@ -185,7 +185,8 @@ func TestLoss_noFalseLoss(t *testing.T) {
 }
 
 // A restart that lost the keys is noticed when the server answers again,
-// not at the next renewal: on a server and a cluster of the test's own.
+// not at the next renewal: on a server, a cluster and a primary behind a
+// Sentinel of the test's own.
 func TestLoss_restart(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
@@ -193,6 +194,10 @@ func TestLoss_restart(t *testing.T) {
 			restartCase(t, rdb, nodeOf)
 		})
 	}
+	t.Run("sentinel", func(t *testing.T) {
+		rdb, s := startSentinelPrimary(t)
+		restartCase(t, rdb, func(string) *harness.Server { return s })
+	})
 }
 
 // ownServers starts a server, or a cluster, of the caller's own (stopped

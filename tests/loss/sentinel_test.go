@@ -23,6 +23,14 @@ import (
 // go-redis failover client through the Sentinel.
 func startSentinel(t testing.TB) redis.UniversalClient {
 	t.Helper()
+	rdb, _ := startSentinelPrimary(t)
+	return rdb
+}
+
+// startSentinelPrimary is startSentinel that also returns the primary the
+// Sentinel monitors, for a test that restarts it.
+func startSentinelPrimary(t testing.TB) (redis.UniversalClient, *harness.Server) {
+	t.Helper()
 	s, err := harness.Start(harness.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +67,7 @@ func startSentinel(t testing.TB) redis.UniversalClient {
 	}
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "lualock", SentinelAddrs: []string{addr}})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return rdb, s
 }
 
 // Behind Sentinel (a go-redis failover client) the tracker follows the
