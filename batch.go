@@ -16,10 +16,10 @@ import (
 // and each send that ends sends the queue (up to 64 calls) as one
 // pipeline. A queue that no send has taken for 5 ms goes out on a send of
 // its own (up to two such sends at a time), so that a stalled connection
-// holds up no more than its own calls. A queued call returns when its context ends. It is what a Client
-// on a *redis.Client or a failover client uses when Options.Scripter is
-// nil; given a *redis.Ring it returns rdb. See docs/GUIDE.md, Many
-// goroutines.
+// holds up no more than its own calls. A queued call returns when its
+// context ends. It is what a Client on a *redis.Client or a failover
+// client uses when Options.Scripter is nil; given a *redis.Ring it returns
+// rdb. See docs/GUIDE.md, Many goroutines.
 func Batched(rdb redis.UniversalClient) redis.Scripter {
 	if r, ok := rdb.(*redis.Ring); ok {
 		return r // luart loads a script on each shard only through the Ring itself

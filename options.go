@@ -87,26 +87,14 @@ type Options struct {
 
 	// Scripter runs the lock scripts (acquire, release, leave, force
 	// release, status). Default nil: Batched on the redis client given to
-	// New, which sends the calls of concurrent goroutines together, or on
-	// a *redis.ClusterClient that client itself (a cluster pipeline waits
-	// for its slowest node); set the redis client itself to send each
-	// call on its own connection,
-	// or another scripter that reaches the same deployment: go-redis's
-	// rdb.AutoPipeline() (go-redis 9.22 or later, experimental there) or
-	// a rueidis client through the module
-	// github.com/lualock/lualock/extra/lualockrueidis (see docs/GUIDE.md,
-	// Many goroutines). It must not be a pipeline (redis.Pipeliner).
-	//
-	// go-redis's auto-pipeliner does not honour a command's context once
-	// the command is queued: with it, a call waits for Redis's answer up to
-	// the client's ReadTimeout (times its retries) whatever the context or
-	// TryLock's wait say, ContextTimeoutEnabled or not. The lost-lock
-	// signal does not depend on it: the watchdog's renewals, like pub/sub,
-	// still go through the redis client. Every script is safe to send
-	// twice (a release is latched by request id, an acquisition names the
-	// hold count it leaves), so a Scripter that resends a batch after a
-	// lost reply does not release or count a hold twice. The Client does
-	// not close it.
+	// New (on a *redis.ClusterClient, that client itself: a cluster
+	// pipeline waits for its slowest node). Set the redis client itself to
+	// send each call on its own connection, or another scripter on the
+	// same deployment: go-redis's rdb.AutoPipeline() (which does not honour
+	// a queued command's context) or a rueidis client through
+	// github.com/lualock/lualock/extra/lualockrueidis. Every script is safe
+	// to resend. It must not be a pipeline (redis.Pipeliner); the Client
+	// does not close it. See docs/GUIDE.md, Many goroutines.
 	Scripter redis.Scripter
 
 	// NoHoldTracking turns off the hold tracker. By default every hold (a
