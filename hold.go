@@ -206,8 +206,13 @@ func (h *hold) acquired(want int, lease time.Duration, start time.Time) error {
 func (h *hold) startExpiry(start time.Time) {
 	gen, lease := h.gen, h.lease
 	h.life.expireAt(start, lease, func() {
-		h.end(gen, fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease))
+		h.end(gen, errLeaseRanOut(lease))
 	})
+}
+
+// errLeaseRanOut is the cause of a hold whose fixed lease ran out.
+func errLeaseRanOut(lease time.Duration) error {
+	return fmt.Errorf("%w: the lease of %v ran out", ErrNotHeld, lease)
 }
 
 // current reports whether gen is the handle's hold, not yet lost: the
@@ -223,6 +228,11 @@ func (h *hold) current(gen uint64) bool {
 func (h *hold) end(gen uint64, cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.endLocked(gen, cause)
+}
+
+// endLocked is end with h.mu held.
+func (h *hold) endLocked(gen uint64, cause error) {
 	if !h.current(gen) {
 		return
 	}
@@ -323,9 +333,17 @@ func (h *hold) ranOutInRelease(r release, pending error) bool {
 func (h *hold) watcherLost(gen uint64, cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watcher != nil && h.watcher.gen == gen {
-		h.loseLocked(gen, cause)
+	if h.watcher == nil || h.watcher.gen != gen {
+		return
 	}
+	if h.life.leaseOver() {
+		// Redis let the fixed lease go, as it was due to: its end, which
+		// its timer (late on a busy machine) has not reported yet, not a
+		// loss.
+		h.endLocked(gen, errLeaseRanOut(h.lease))
+		return
+	}
+	h.loseLocked(gen, cause)
 }
 
 // unwatch stops the hold watcher (before a release or a force release

@@ -32,6 +32,7 @@ type lifetime struct {
 	ended   error         // the cause it ended with; nil while it lasts
 	since   time.Time     // when the acquisition that began it started
 	expiry  *time.Timer   // fixed lease: ends it when the lease runs out
+	endsAt  time.Time     // when expiry is due (zero without a fixed lease)
 	entry   watchdogEntry // the last watchdog entry, kept after its removal (a renewal of it may be in flight)
 	watched bool          // entry renews it
 }
@@ -89,7 +90,14 @@ func (t *lifetime) expireAt(start time.Time, lease time.Duration, expired func()
 	if after == nil {
 		after = time.AfterFunc
 	}
-	t.expiry = after(time.Until(start.Add(lease-renew.LossMargin(lease))), expired)
+	t.endsAt = start.Add(lease - renew.LossMargin(lease))
+	t.expiry = after(time.Until(t.endsAt), expired)
+}
+
+// leaseOver reports whether the fixed lease's end is due, whether or not
+// its timer, late on a busy machine, has fired yet.
+func (t *lifetime) leaseOver() bool {
+	return t.expiry != nil && !time.Now().Before(t.endsAt)
 }
 
 func (t *lifetime) stopExpiry() {

@@ -253,8 +253,16 @@ func TestPrimaryCheck_skipsRestartedPrimary(t *testing.T) {
 
 	// No Sentinel answers; a restarts from its RDB.
 	named.Store(dead)
-	if err := ardb.Save(ctx).Err(); err != nil {
-		t.Fatal(err)
+	// A replica's full sync may still be writing its RDB in the
+	// background: SAVE is refused until that ends.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := ardb.Save(ctx).Err()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "Background save already in progress") || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	a.Kill()
 	if err := a.Restart(); err != nil {
