@@ -228,10 +228,10 @@ func (s *PermitExpirableSemaphore) take(ctx context.Context, wait, lease time.Du
 	p.life.onEnd = func(cause error, since time.Time) { s.c.holdEnded(sub, cause, since) }
 	p.life.begin(start)
 	p.life.context() // a permit's Context is made at once
-	p.watch = s.c.watchPermit(p, start, lease)
+	p.watch = s.c.watchPermit(p)
 	if lease > 0 {
 		p.life.expireAt(start, lease, func() {
-			p.end(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
+			p.end(errPermitLeaseRanOut(lease))
 		})
 		return p, nil
 	}
@@ -345,6 +345,11 @@ func (p *Permit) Context() context.Context {
 // Done is Context().Done().
 func (p *Permit) Done() <-chan struct{} { return p.Context().Done() }
 
+// errPermitLeaseRanOut is the cause of a permit whose fixed lease ran out.
+func errPermitLeaseRanOut(lease time.Duration) error {
+	return fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease)
+}
+
 // end stops the permit's expiry or renewal and ends its lifetime with
 // cause (the first cause stands).
 func (p *Permit) end(cause error) {
@@ -421,7 +426,7 @@ func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 		return wrapErr(verbUpdateLease, s.name, fmt.Errorf("%w: permit %s", ErrNotHeld, p.ID()))
 	}
 	p.life.expireAt(start, lease, func() {
-		p.end(fmt.Errorf("%w: the permit's lease of %v ran out", ErrNotHeld, lease))
+		p.end(errPermitLeaseRanOut(lease))
 	})
 	return nil
 }

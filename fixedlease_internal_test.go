@@ -72,3 +72,39 @@ func TestFixedLease_trackerAfterLateTimer(t *testing.T) {
 		})
 	}
 }
+
+// TestFixedLease_permitUpdatedLease: a permit's fixed lease set by
+// UpdateLease, not the one it was taken with, decides whether a tracker
+// finding is its lease's end: a watchdog permit given a 200 ms lease ends
+// with ErrNotHeld when Redis lets it go, though its timer is an hour late.
+func TestFixedLease_permitUpdatedLease(t *testing.T) {
+	srv := harness.StartStandalone(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	c, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.cfg.afterFunc = func(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d+time.Hour, f) }
+	ctx := context.Background()
+	s := c.NewPermitExpirableSemaphore("fixedlease-permit")
+	if ok, err := s.TrySetPermits(ctx, 1); err != nil || !ok {
+		t.Fatalf("TrySetPermits = %v, %v", ok, err)
+	}
+	p, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if err := p.UpdateLease(ctx, 200*time.Millisecond); err != nil {
+		t.Fatalf("UpdateLease: %v", err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the permit did not end after Redis let its lease go")
+	}
+	if cause := context.Cause(p.Context()); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) {
+		t.Errorf("cause = %v, want ErrNotHeld (the lease ran out)", cause)
+	}
+}

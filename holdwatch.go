@@ -438,16 +438,22 @@ func lossCause(how track.Loss, what string) error {
 	return fmt.Errorf("%w: the %s was removed while held (deleted, expired, force-unlocked, flushed or lost by the server)", ErrLockLost, what)
 }
 
-// watchPermit has the tracker watch permit p, taken at start with a fixed
-// lease (0: renewed), until p ends. Its fixed lease running out is no
-// loss: the permit's timer ends it then.
-func (c *Client) watchPermit(p *Permit, start time.Time, lease time.Duration) *track.Watch {
+// watchPermit has the tracker watch permit p until p ends. Its fixed
+// lease running out, the one it was taken with or the one UpdateLease
+// last set, is no loss: the permit's timer ends it then.
+func (c *Client) watchPermit(p *Permit) *track.Watch {
 	if c.track == nil {
 		return nil
 	}
 	return c.track.Watch(track.Target{Spec: permitCheck, Key: p.s.timeouts, Field: string(p.id)}, func(how track.Loss) {
-		if lease > 0 && time.Since(start) >= lease-renew.LossMargin(lease) {
-			return // its lease's end, which the timer reports
+		p.mu.Lock()
+		over, lease := p.life.leaseOver(), p.life.lease
+		p.mu.Unlock()
+		if over {
+			// Its lease's end, which its timer (late on a busy machine)
+			// has not reported yet: no loss.
+			p.end(errPermitLeaseRanOut(lease))
+			return
 		}
 		if p.released.Load() {
 			// A check that was under way when Release stopped the watch:

@@ -33,6 +33,7 @@ type lifetime struct {
 	since   time.Time     // when the acquisition that began it started
 	expiry  *time.Timer   // fixed lease: ends it when the lease runs out
 	endsAt  time.Time     // when expiry is due (zero without a fixed lease)
+	lease   time.Duration // the fixed lease expiry runs out
 	entry   watchdogEntry // the last watchdog entry, kept after its removal (a renewal of it may be in flight)
 	watched bool          // entry renews it
 }
@@ -90,7 +91,7 @@ func (t *lifetime) expireAt(start time.Time, lease time.Duration, expired func()
 	if after == nil {
 		after = time.AfterFunc
 	}
-	t.endsAt = start.Add(lease - renew.LossMargin(lease))
+	t.lease, t.endsAt = lease, start.Add(lease-renew.LossMargin(lease))
 	t.expiry = after(time.Until(t.endsAt), expired)
 }
 
