@@ -440,7 +440,8 @@ func lossCause(how track.Loss, what string) error {
 
 // watchPermit has the tracker watch permit p until p ends. Its fixed
 // lease running out, the one it was taken with or the one UpdateLease
-// last set, is no loss: the permit's timer ends it then.
+// last set, is no loss: a finding once that lease's end is due ends the
+// permit as its timer would (ErrNotHeld).
 func (c *Client) watchPermit(p *Permit) *track.Watch {
 	if c.track == nil {
 		return nil
