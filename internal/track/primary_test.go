@@ -2,6 +2,7 @@ package track_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -221,6 +222,10 @@ func TestPrimaryCheck_skipsRestartedPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced(t, ctx, brdb, "held")
+	// The tracker learns the replicas from the primary's ROLE, which names
+	// a replica only once its sync is over on the primary's side too (it
+	// serves the key a little before that).
+	listed(t, ctx, ardb, brdb.Options().Addr)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -287,6 +292,29 @@ func TestPrimaryCheck_skipsRestartedPrimary(t *testing.T) {
 		t.Errorf("%d tracking connections, want none", conns)
 	}
 	w.wantHeld(t)
+}
+
+// listed returns once the primary on rdb names the replica at addr in its
+// ROLE reply (only replicas whose sync is over are named).
+func listed(t *testing.T, ctx context.Context, rdb *redis.Client, addr string) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	for {
+		role, err := rdb.Do(ctx, "ROLE").Slice()
+		if err == nil && len(role) == 3 {
+			if rs, ok := role[2].([]any); ok {
+				for _, r := range rs {
+					if f, ok := r.([]any); ok && len(f) >= 2 && fmt.Sprint(f[1]) == port {
+						return
+					}
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the primary never named its replica %s in ROLE (%v, %v)", addr, role, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // infoLine returns field's value in an INFO reply.
