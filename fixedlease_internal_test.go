@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -15,15 +17,7 @@ import (
 // ends as its lease running out (ErrNotHeld), not as a loss, for every
 // lock kind. A key deleted before the lease's end is still a loss.
 func TestFixedLease_trackerAfterLateTimer(t *testing.T) {
-	srv := harness.StartStandalone(t)
-	rdb := srv.Client()
-	defer rdb.Close()
-	c, err := New(rdb, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.cfg.afterFunc = func(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d+time.Hour, f) }
+	c, rdb := lateTimerClient(t)
 	ctx := context.Background()
 	kinds := []struct {
 		name string
@@ -78,15 +72,7 @@ func TestFixedLease_trackerAfterLateTimer(t *testing.T) {
 // finding is its lease's end: a watchdog permit given a 200 ms lease ends
 // with ErrNotHeld when Redis lets it go, though its timer is an hour late.
 func TestFixedLease_permitUpdatedLease(t *testing.T) {
-	srv := harness.StartStandalone(t)
-	rdb := srv.Client()
-	defer rdb.Close()
-	c, err := New(rdb, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.cfg.afterFunc = func(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d+time.Hour, f) }
+	c, _ := lateTimerClient(t)
 	ctx := context.Background()
 	s := c.NewPermitExpirableSemaphore("fixedlease-permit")
 	if ok, err := s.TrySetPermits(ctx, 1); err != nil || !ok {
@@ -107,4 +93,20 @@ func TestFixedLease_permitUpdatedLease(t *testing.T) {
 	if cause := context.Cause(p.Context()); !errors.Is(cause, ErrNotHeld) || errors.Is(cause, ErrLockLost) {
 		t.Errorf("cause = %v, want ErrNotHeld (the lease ran out)", cause)
 	}
+}
+
+// lateTimerClient returns a client on a server of the test's own whose
+// fixed-lease timers fire an hour late, as a starved machine's might, and
+// a redis client on that server; both closed by the test's cleanup.
+func lateTimerClient(t *testing.T) (*Client, *redis.Client) {
+	t.Helper()
+	rdb := harness.StartStandalone(t).Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	c.cfg.afterFunc = func(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d+time.Hour, f) }
+	return c, rdb
 }
