@@ -123,8 +123,10 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 			results <- result{time.Now(), err}
 		}()
 	}
+	// A subscription counts as soon as it is asked for, a connection once
+	// a channel is placed on it: wait for both.
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats().Subscriptions != locks && time.Now().Before(deadline) {
+	for s := c.Stats(); (s.Subscriptions != locks || s.PubSubConns < 1) && time.Now().Before(deadline); s = c.Stats() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	st := c.Stats()
@@ -213,12 +215,6 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 			results[i] <- waitResult{time.Now(), err}
 		}()
 	}
-	backends.WaitFor(t, "condition", 2*time.Second, func() bool { s := c.Stats(); return s.Waiters == 2 && s.Subscriptions == 2 })
-	if s := c.Stats(); s.PubSubConns != 1 {
-		t.Fatalf("Stats = %+v, want the two channels on one connection", s)
-	}
-
-	// Kill our pub/sub connection on that primary (only ours).
 	var srv *redis.Client
 	for _, n := range cl.Nodes() {
 		if n.Addr() == node {
@@ -229,6 +225,25 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 		t.Fatalf("no node of the cluster at %s", node)
 	}
 	defer srv.Close()
+	// subscribed reports whether the primary has each channel subscribed
+	// once, with what PUBSUB SHARDNUMSUB returned.
+	subscribed := func() (bool, []any, error) {
+		chans, err := srv.Do(ctx, "pubsub", "shardnumsub", backends.Channel(names[0]), backends.Channel(names[1])).Slice()
+		return err == nil && len(chans) == 4 && fmt.Sprint(chans[1]) == "1" && fmt.Sprint(chans[3]) == "1", chans, err
+	}
+	// A subscription counts in Stats as soon as it is asked for, its
+	// connection once it is placed: only when the primary has both
+	// channels is every connection the client will open for them open.
+	backends.WaitFor(t, "both waiters and their channels subscribed on the primary", 10*time.Second, func() bool {
+		s := c.Stats()
+		ok, _, _ := subscribed()
+		return s.Waiters == 2 && s.Subscriptions == 2 && ok
+	})
+	if s := c.Stats(); s.PubSubConns != 1 {
+		t.Fatalf("Stats = %+v, want the two channels on one connection", s)
+	}
+
+	// Kill our pub/sub connection on that primary (only ours).
 	killed := 0
 	for _, line := range strings.Split(srv.ClientList(ctx).Val(), "\n") {
 		f := map[string]string{}
@@ -250,8 +265,8 @@ func TestClient_ShardedPubSub_reconnect(t *testing.T) {
 	// Both channels are subscribed again on that primary.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		chans, err := srv.Do(ctx, "pubsub", "shardnumsub", backends.Channel(names[0]), backends.Channel(names[1])).Slice()
-		if err == nil && len(chans) == 4 && fmt.Sprint(chans[1]) == "1" && fmt.Sprint(chans[3]) == "1" {
+		ok, chans, err := subscribed()
+		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
