@@ -125,10 +125,10 @@ func TestClient_ShardedPubSub_onePerPrimary(t *testing.T) {
 	}
 	// A subscription counts as soon as it is asked for, a connection once
 	// a channel is placed on it: wait for both.
-	deadline := time.Now().Add(10 * time.Second)
-	for s := c.Stats(); (s.Subscriptions != locks || s.PubSubConns < 1) && time.Now().Before(deadline); s = c.Stats() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	backends.Eventually(10*time.Second, func() bool {
+		s := c.Stats()
+		return s.Subscriptions == locks && s.PubSubConns >= 1
+	})
 	st := c.Stats()
 	t.Logf("%d locks on %d slots: %+v", locks, len(slots), st)
 	if st.Waiters != locks || st.Subscriptions != locks {
