@@ -12,10 +12,11 @@ import (
 // Batched returns a Scripter for Options.Scripter that sends the lock
 // scripts of concurrent calls to Redis together, through rdb, without
 // waiting for a batch to fill: a call goes out at once, alone, while fewer
-// than two sends are in flight; the calls that come while two are queue,
-// and each send that ends sends the queue (up to 64 calls) as one
+// than three sends are in flight; the calls that come while three are
+// queue, and each send that ends sends its share of the queue (the queued
+// and in-flight calls split evenly over the three, up to 64) as one
 // pipeline. A queue that no send has taken for 5 ms goes out on a send of
-// its own (up to two such sends at a time), so that a stalled connection
+// its own (up to three such sends at a time), so that a stalled connection
 // holds up no more than its own calls. A queued call returns when its
 // context ends. It is what a Client on a *redis.Client or a failover
 // client uses when Options.Scripter is nil; given a *redis.Ring it returns
@@ -36,7 +37,7 @@ func Batched(rdb redis.UniversalClient) redis.Scripter {
 // how long the oldest queued call waits for a send to end before the
 // queue goes out on a send of its own.
 const (
-	batchLanes = 2
+	batchLanes = 3
 	batchMax   = 64
 	batchStale = 5 * time.Millisecond
 )
@@ -57,6 +58,8 @@ type batcher struct {
 	sends    int          // batches under way on goroutines of their own
 	idle     *sync.Cond   // broadcast when sends falls to 0
 	closed   bool         // close was called: no stale queue is sent aside
+	carried  int          // calls in the sends under way, alone or batched
+	tookAt   time.Time    // when a send last took calls from the queue
 }
 
 // batchCall is one queued call. taken is guarded by the batcher's mu; cmd
@@ -90,9 +93,10 @@ func (b *batcher) do(ctx context.Context, ro bool, sha string, keys []string, ar
 		// A free lane: the call goes out now, alone, on the caller's
 		// context, as it would without the batcher.
 		b.inFlight++
+		b.carried++
 		b.mu.Unlock()
 		cmd := evalSha(ctx, b.rdb, ro, sha, keys, args)
-		b.next()
+		b.next(1)
 		return cmd
 	}
 	c := callPool.Get().(*batchCall)
@@ -143,11 +147,13 @@ func (c *batchCall) reply() *redis.Cmd {
 	return cmd
 }
 
-// next is called when a send ends: it sends the queue, if any, as the
-// next batch on the same lane; otherwise it frees the lane.
-func (b *batcher) next() {
+// next is called when a send of done calls ends: it sends the lane's share
+// of the queue, if any, as the next batch on the same lane; otherwise it
+// frees the lane.
+func (b *batcher) next(done int) {
 	b.mu.Lock()
-	batch := b.take()
+	b.carried -= done
+	batch := b.take(true)
 	b.mu.Unlock()
 	if batch != nil {
 		go b.send(batch)
@@ -157,12 +163,25 @@ func (b *batcher) next() {
 // take takes the first calls of the queue as a batch, counting it in
 // b.sends; with the queue empty it frees the ending send's lane and
 // returns nil. b.mu is held.
-func (b *batcher) take() []*batchCall {
+//
+// A lane's batch (shared set) is its share of the calls under way: those
+// queued and those the other sends carry, split evenly over the lanes; a
+// stale queue's send aside takes up to batchMax. Taking the
+// whole queue instead lets the lanes fall into step: the lane that ends
+// while the others' callers are still coming back takes one or two calls,
+// the next one nearly all of them, and Redis and the callers then wait for
+// each other in turn. The calls left wait for the next send to end.
+func (b *batcher) take(shared bool) []*batchCall {
 	if len(b.queue) == 0 {
 		b.inFlight--
 		return nil
 	}
 	n := min(len(b.queue), batchMax)
+	if shared {
+		n = min(n, (len(b.queue)+b.carried+b.lanes-1)/b.lanes)
+	}
+	b.carried += n
+	b.tookAt = time.Now()
 	batch := slices.Clone(b.queue[:n])
 	b.queue = slices.Delete(b.queue, 0, n)
 	for _, c := range batch {
@@ -173,17 +192,22 @@ func (b *batcher) take() []*batchCall {
 }
 
 // flushStale runs on the stale timer: when the oldest queued call has
-// waited staleAfter, no send has ended meanwhile (a connection or the
-// server stalls), and the queue goes out on a send of its own, unless as
-// many such sends as lanes are under way; otherwise the timer is armed
-// again.
+// waited staleAfter and no send has taken calls from the queue for as
+// long (a connection or the server stalls), the queue goes out on a send
+// of its own, unless as many such sends as lanes are under way; otherwise
+// the timer is armed again.
 func (b *batcher) flushStale() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed || len(b.queue) == 0 {
 		return
 	}
-	if wait := b.staleAfter - time.Since(b.queue[0].at); wait > 0 {
+	since := b.queue[0].at
+	if b.tookAt.After(since) {
+		// A call left behind by a share: the queue still moves.
+		since = b.tookAt
+	}
+	if wait := b.staleAfter - time.Since(since); wait > 0 {
 		b.stale.Reset(wait)
 		return
 	}
@@ -195,7 +219,7 @@ func (b *batcher) flushStale() {
 		return
 	}
 	b.inFlight++
-	batch := b.take()
+	batch := b.take(false)
 	if len(b.queue) > 0 {
 		b.stale.Reset(b.staleAfter)
 	}
@@ -221,7 +245,7 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 	// The lane goes on with the calls queued meanwhile before this batch's
 	// callers are woken: Redis gets them sooner.
-	b.next()
+	b.next(len(batch))
 	for _, c := range batch {
 		c.done <- struct{}{}
 	}

@@ -100,6 +100,16 @@ func waitQueued(t *testing.T, b *batcher, n int) {
 	}
 }
 
+// laneArgs is the arguments of the calls that hold the lanes in these
+// tests, sorted: "lane-0" and on.
+func laneArgs() []string {
+	var args []string
+	for i := range batchLanes {
+		args = append(args, fmt.Sprint("lane-", i))
+	}
+	return args
+}
+
 // result is one call's outcome.
 type result struct {
 	arg string
@@ -107,11 +117,14 @@ type result struct {
 	err error
 }
 
-// TestBatcher_queuedCallsShareOnePipeline holds both lanes' sends, queues
+// TestBatcher_queuedCallsSharePipelines holds the lanes' sends, queues
 // five calls behind them and cancels one of those: the cancelled call
 // returns context.Canceled and never reaches Redis, and the other four go
-// out as one pipeline when a lane ends, each with its own reply.
-func TestBatcher_queuedCallsShareOnePipeline(t *testing.T) {
+// out in pipelines as the lanes end, each with its own reply. The first
+// send to end (a lane) takes its share of the 4 queued and the 2 the other
+// lanes carry, 2; whichever send ends next, a lane or that pipeline, also
+// takes 2.
+func TestBatcher_queuedCallsSharePipelines(t *testing.T) {
 	rdb, g, b, sha := batchSetup(t)
 	ctx := t.Context()
 	const key = "batch:log"
@@ -153,7 +166,7 @@ func TestBatcher_queuedCallsShareOnePipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"lane-0", "lane-1", "queued-0", "queued-1", "queued-3", "queued-4"}
+	want := append(laneArgs(), "queued-0", "queued-1", "queued-3", "queued-4")
 	slices.Sort(sent)
 	if !slices.Equal(sent, want) {
 		t.Errorf("Redis ran %v, want %v (each call once, the cancelled one never)", sent, want)
@@ -162,8 +175,8 @@ func TestBatcher_queuedCallsShareOnePipeline(t *testing.T) {
 	g.mu.Lock()
 	pipes := slices.Clone(g.pipes)
 	g.mu.Unlock()
-	if !slices.Equal(pipes, []int{4}) {
-		t.Errorf("pipelines sent: %v, want one of the 4 queued calls", pipes)
+	if !slices.Equal(pipes, []int{2, 2}) {
+		t.Errorf("pipelines sent: %v, want two of 2 calls each (the 4 queued, shared)", pipes)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -218,7 +231,7 @@ func TestBatcher_callLeavesBatchWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(sent)
-	if want := []string{"lane-0", "lane-1", "leaving", "staying"}; !slices.Equal(sent, want) {
+	if want := append(laneArgs(), "leaving", "staying"); !slices.Equal(sent, want) {
 		t.Errorf("Redis ran %v, want %v (the pipeline was sent whole)", sent, want)
 	}
 	b.mu.Lock()
@@ -228,7 +241,7 @@ func TestBatcher_callLeavesBatchWhenItsContextEnds(t *testing.T) {
 	}
 }
 
-// TestBatcher_staleQueueGoesOutAside holds both lanes' sends and queues
+// TestBatcher_staleQueueGoesOutAside holds the lanes' sends and queues
 // two calls: with no send ending, the queue goes out on a send of its own
 // once its oldest call has waited staleAfter, and both calls get their
 // replies while the lanes are still held.
@@ -249,7 +262,7 @@ func TestBatcher_staleQueueGoesOutAside(t *testing.T) {
 	go call("stale-1")
 	for range 2 {
 		if r := <-results; !strings.HasPrefix(r.arg, "stale-") || r.err != nil || r.val != r.arg {
-			t.Errorf("while both lanes are held: %+v, want a queued call with its own reply", r)
+			t.Errorf("while the lanes are held: %+v, want a queued call with its own reply", r)
 		}
 	}
 	close(g.open)
@@ -263,6 +276,66 @@ func TestBatcher_staleQueueGoesOutAside(t *testing.T) {
 	defer b.mu.Unlock()
 	if b.inFlight != 0 || len(b.queue) != 0 {
 		t.Errorf("after the calls: %d sends in flight, %d queued; want 0 and 0", b.inFlight, len(b.queue))
+	}
+}
+
+// TestBatcher_lanesTakeEvenShares: with 32 callers, 3 on the lanes and 29
+// queued, the lanes that end one after the other take 11, 10 and 8 of the
+// queue (their shares of the calls under way), where taking the whole
+// queue would give the first all 29 and leave the others nothing. A lane
+// that ends with nothing queued is freed; a stale queue's send aside
+// takes up to batchMax.
+func TestBatcher_lanesTakeEvenShares(t *testing.T) {
+	b := &batcher{lanes: 3}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inFlight, b.carried = 3, 3
+	for range 29 {
+		b.queue = append(b.queue, &batchCall{})
+	}
+	var sizes []int
+	for range 3 {
+		b.carried-- // a lane's send of one call ends (next)
+		sizes = append(sizes, len(b.take(true)))
+		if len(b.queue) > 0 && b.inFlight < b.lanes {
+			t.Fatalf("%d queued with %d sends in flight: a queued call needs every lane busy", len(b.queue), b.inFlight)
+		}
+	}
+	if !slices.Equal(sizes, []int{11, 10, 8}) || len(b.queue) != 0 {
+		t.Errorf("batches %v with %d left queued; want [11 10 8] and 0", sizes, len(b.queue))
+	}
+	if b.carried != 29 || b.sends != 3 || b.inFlight != 3 {
+		t.Errorf("carried %d, sends %d, in flight %d; want 29, 3, 3", b.carried, b.sends, b.inFlight)
+	}
+	if batch := b.take(true); batch != nil || b.inFlight != 2 {
+		t.Errorf("a lane ending with nothing queued: batch %v, %d in flight; want none and 2", batch, b.inFlight)
+	}
+	for range 70 {
+		b.queue = append(b.queue, &batchCall{})
+	}
+	b.inFlight++
+	if n := len(b.take(false)); n != batchMax {
+		t.Errorf("stale send aside of 70 queued: %d calls, want %d (batchMax)", n, batchMax)
+	}
+}
+
+// TestBatcher_staleWaitsFromTheLastTake: a queue whose oldest call is
+// old is not stale while sends still take calls from it (shares leave
+// calls behind); it is once no send has taken any for staleAfter.
+func TestBatcher_staleWaitsFromTheLastTake(t *testing.T) {
+	b := &batcher{lanes: 3, staleAfter: time.Minute}
+	b.stale = time.AfterFunc(time.Hour, func() {})
+	defer b.stale.Stop()
+	b.mu.Lock()
+	b.inFlight, b.carried = 3, 3
+	b.queue = []*batchCall{{at: time.Now().Add(-time.Hour)}}
+	b.tookAt = time.Now()
+	b.mu.Unlock()
+	b.flushStale()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) != 1 || b.inFlight != 3 || b.sends != 0 {
+		t.Errorf("after a take a moment ago: %d queued, %d in flight, %d sends; want 1, 3, 0 (no send aside)", len(b.queue), b.inFlight, b.sends)
 	}
 }
 
