@@ -34,8 +34,8 @@ func Batched(rdb redis.UniversalClient) redis.Scripter {
 
 // batchLanes is how many sends a batcher keeps in flight before calls
 // queue; batchMax is the most calls one pipeline carries; batchStale is
-// how long the oldest queued call waits for a send to end before the
-// queue goes out on a send of its own.
+// how long the oldest queued call waits, with no send taking calls from
+// the queue, before the queue goes out on a send of its own.
 const (
 	batchLanes = 3
 	batchMax   = 64
@@ -164,13 +164,14 @@ func (b *batcher) next(done int) {
 // b.sends; with the queue empty it frees the ending send's lane and
 // returns nil. b.mu is held.
 //
-// A lane's batch (shared set) is its share of the calls under way: those
-// queued and those the other sends carry, split evenly over the lanes; a
-// stale queue's send aside takes up to batchMax. Taking the
-// whole queue instead lets the lanes fall into step: the lane that ends
-// while the others' callers are still coming back takes one or two calls,
-// the next one nearly all of them, and Redis and the callers then wait for
-// each other in turn. The calls left wait for the next send to end.
+// With shared set (a lane whose send ended), the batch is the lane's share
+// of the calls under way: those queued and those the other sends carry,
+// split evenly over the lanes; without (a stale queue's send aside), up to
+// batchMax. Taking the whole queue at every lane's end lets the lanes fall
+// into step: the lane that ends while the others' callers are still coming
+// back takes one or two calls, the next one nearly all of them, and Redis
+// and the callers then wait for each other in turn. The calls left wait
+// for the next send to end.
 func (b *batcher) take(shared bool) []*batchCall {
 	if len(b.queue) == 0 {
 		b.inFlight--
