@@ -321,7 +321,8 @@ func TestBatcher_lanesTakeEvenShares(t *testing.T) {
 
 // TestBatcher_staleWaitsFromTheLastTake: a queue whose oldest call is
 // old is not stale while sends still take calls from it (shares leave
-// calls behind); it is once no send has taken any for staleAfter.
+// calls behind). (That a queue no send takes from goes out aside is
+// TestBatcher_staleQueueGoesOutAside.)
 func TestBatcher_staleWaitsFromTheLastTake(t *testing.T) {
 	b := &batcher{lanes: 3, staleAfter: time.Minute}
 	b.stale = time.AfterFunc(time.Hour, func() {})
