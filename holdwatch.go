@@ -43,12 +43,12 @@ var (
 
 // trackRelay has the watchdog renew a watched hold on the tracker's
 // connection to its node (renew.Relay): that connection tracks with
-// NOLOOP, so the renewal announces nothing to it, and the renewal script
-// reads the key again after its write (rearm), which tracks it again
-// (Redis forgets every tracker of a key that changes). A call for keys
-// with no connection up (none yet, broken, a server without client-side
-// caching) goes through the client: its change is then announced, and
-// checked.
+// NOLOOP, so the renewal announces nothing to it, and the keys are read
+// again after the writes (rearm; for a larger call the tracker's EXISTS
+// in a MULTI with it), which tracks them again (Redis forgets every
+// tracker of a key that changes). A call for keys with no connection up
+// (none yet, broken, a server without client-side caching) goes through
+// the client: its change is then announced, and checked.
 type trackRelay struct {
 	t     *track.Tracker
 	lease time.Duration // the watchdog's

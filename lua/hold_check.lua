@@ -1,7 +1,8 @@
 -- Tells, for many locks at once, whether each owner still holds its lock
 -- and how long its lease has left (the hold tracker's verification). Run
--- on a connection with client-side caching on, it also has Redis track
--- every key it reads, so the next change of any of them is announced.
+-- tracked on a connection with client-side caching on, it also has Redis
+-- track every key it reads, so the next change of any of them is
+-- announced (the tracker tracks a call of more than a few keys apart).
 --
 -- @key    locks...   the lock hashes
 -- @arg    fields...  string  the counting field of each lock, in the order of the keys

@@ -10,7 +10,9 @@
 -- tracked for the connection that called it (Redis 7.0 tracks the call's
 -- KEYS, later versions the keys read). The hold tracker renews on its own
 -- tracking connection (NOLOOP: its writes announce nothing to it) and so
--- keeps hearing of each lock's next change.
+-- keeps hearing of each lock's next change; for a call of more than a few
+-- locks it sends the call untracked and an EXISTS of its own after it, in
+-- a MULTI (see docs/ARCHITECTURE.md, the hold tracker).
 --
 -- @key    locks...   the lock hashes to renew
 -- @arg    lease_ms   int     new lease, in milliseconds

@@ -18,19 +18,32 @@ import (
 
 var renewScript = &track.Spec{Name: "lock_renew", SHA1: generated.LockRenewSHA1, Source: generated.LockRenewScript.Source}
 
-// relayRenew relays a renewal of key's field f for a minute, with rearm
-// as given, and returns its reply.
-func relayRenew(t *testing.T, tr *track.Tracker, key string, rearm bool) track.Reply {
+// renewal returns the call that renews the field f of keys for lease,
+// with rearm, and its targets.
+func renewal(lease time.Duration, keys ...string) (args []string, targets []track.Target) {
+	args = append([]string{"EVALSHA", generated.LockRenewSHA1, strconv.Itoa(len(keys))}, keys...)
+	args = append(args, strconv.FormatInt(lease.Milliseconds(), 10), "1")
+	targets = make([]track.Target, len(keys))
+	for i, k := range keys {
+		args = append(args, "f")
+		targets[i] = track.Target{Spec: check, Key: k, Field: "f"}
+	}
+	return args, targets
+}
+
+// relayRenew relays a renewal of the field f of keys for a minute, with
+// rearm, and returns its reply.
+func relayRenew(t testing.TB, tr *track.Tracker, keys ...string) track.Reply {
 	t.Helper()
-	args := []string{"EVALSHA", generated.LockRenewSHA1, "1", key, "60000", map[bool]string{false: "0", true: "1"}[rearm], "f"}
-	ch, cancel := tr.Relay("", renewScript, args, []track.Target{{Spec: check, Key: key, Field: "f"}}, time.Minute)
+	args, targets := renewal(time.Minute, keys...)
+	ch, cancel := tr.Relay("", renewScript, args, targets, time.Minute)
 	if ch == nil {
-		t.Fatalf("Relay of %s: refused, with its watch's connection up", key)
+		t.Fatalf("Relay of %s: refused, with its watch's connection up", keys)
 	}
 	select {
 	case r := <-ch:
 		if cancel() {
-			t.Errorf("cancel of the relayed renewal of %s after its reply: withdrawn, want written", key)
+			t.Errorf("cancel of the relayed renewal of %s after its reply: withdrawn, want written", keys)
 		}
 		return r
 	case <-time.After(10 * time.Second):
@@ -42,9 +55,9 @@ func relayRenew(t *testing.T, tr *track.Tracker, key string, rearm bool) track.R
 // A renewal relayed on the tracking connection wakes no check of the
 // key it renews (NOLOOP), and, its script reading the key again after
 // its write (EXISTS), leaves the key tracked: a delete by another
-// connection afterwards is heard. The server's PTTL calls count the
-// checks of the held key (the barrier's keys are absent: their checks
-// read no PTTL, and the renewal reads none).
+// connection afterwards is heard. The server's PTTL calls
+// count the checks of the held key (the barrier's keys are absent: their
+// checks read no PTTL, and the renewal reads none).
 func TestRelay_renewalWakesNothing(t *testing.T) {
 	s, rdb := server(t)
 	ctx := context.Background()
@@ -55,20 +68,71 @@ func TestRelay_renewalWakesNothing(t *testing.T) {
 	barrier(t, tr)
 	for i := range 3 {
 		pttl, exists := harness.CommandCalls(t, rdb, "pttl"), harness.CommandCalls(t, rdb, "exists")
-		if r := relayRenew(t, tr, "k", true); r.Err != nil || !slices.Equal(r.Val.([]any), []any{int64(1)}) {
+		if r := relayRenew(t, tr, "k"); r.Err != nil || !slices.Equal(r.Val.([]any), []any{int64(1)}) {
 			t.Fatalf("renewal %d: %v, %v; want [1]", i, r.Val, r.Err)
+		}
+		if got := harness.CommandCalls(t, rdb, "exists") - exists; got != 1 {
+			t.Fatalf("renewal %d: %d EXISTS, want 1 (its read after the write)", i, got)
 		}
 		barrier(t, tr) // an invalidation the renewal sent would be checked by now
 		if got := harness.CommandCalls(t, rdb, "pttl") - pttl; got != 0 {
 			t.Fatalf("renewal %d: the held key was checked %d times after it, want 0", i, got)
 		}
-		if got := harness.CommandCalls(t, rdb, "exists") - exists; got != 1 {
-			t.Fatalf("renewal %d: %d EXISTS, want 1 (its read after the write)", i, got)
-		}
 		w.wantHeld(t)
 	}
 	rdb.Del(ctx, "k")
 	w.wantLost(t, track.Gone)
+}
+
+// Holds checked and renewed many at a time (more than a call tracks by
+// its own reads: their keys are tracked apart, by an EXISTS before the
+// check and one after the renewal in its MULTI) stay tracked: the
+// renewals wake no check, and a delete or write of any of them afterwards
+// is heard.
+func TestRelay_manyKeysStayTracked(t *testing.T) {
+	s, rdb := server(t)
+	ctx := context.Background()
+	tr := newTrackerWith(t, s.Addr(), track.Config{Ping: 200 * time.Millisecond, Gather: time.Second})
+	const n = 40
+	keys := make([]string, n)
+	ws := make([]*watched, n)
+	for i := range keys {
+		keys[i] = "many-" + strconv.Itoa(i)
+		rdb.HSet(ctx, keys[i], "f", 1)
+		rdb.PExpire(ctx, keys[i], time.Minute)
+	}
+	for i := range keys {
+		ws[i] = watch(tr, keys[i]) // one first check for all (Gather)
+	}
+	barrier(t, tr)
+	// The barrier's checks are of one key each: the EXISTS is the first
+	// check's, which carried the holds added within Gather.
+	if got := harness.CommandCalls(t, rdb, "exists"); got == 0 {
+		t.Fatalf("no EXISTS: the first check of %d holds added together did not track them apart", n)
+	}
+	multi := harness.CommandCalls(t, rdb, "multi")
+	for round := range 3 {
+		pttl := harness.CommandCalls(t, rdb, "pttl")
+		r := relayRenew(t, tr, keys...)
+		if r.Err != nil || len(r.Val.([]any)) != n {
+			t.Fatalf("renewal %d: %v, %v; want %d ones", round, r.Val, r.Err, n)
+		}
+		barrier(t, tr)
+		if got := harness.CommandCalls(t, rdb, "pttl") - pttl; got != 0 {
+			t.Fatalf("renewal %d: the held keys were checked %d times after it, want 0", round, got)
+		}
+	}
+	if got := harness.CommandCalls(t, rdb, "multi") - multi; got != 3 {
+		t.Fatalf("%d MULTIs for 3 renewals of %d keys, want one each", got, n)
+	}
+	for _, w := range ws {
+		w.wantHeld(t)
+	}
+	rdb.Del(ctx, keys[0], keys[n-1])
+	ws[0].wantLost(t, track.Gone)
+	ws[n-1].wantLost(t, track.Gone)
+	rdb.HDel(ctx, keys[7], "f")
+	ws[7].wantLost(t, track.Gone)
 }
 
 // Relay refuses a call for a key that no connection watches, and one
@@ -84,8 +148,13 @@ func TestRelay_refused(t *testing.T) {
 	rdb.HSet(ctx, "k", "f", 1)
 	watch(tr, "k")
 	barrier(t, tr)
-	// A call that blocks the server's reply past a killed connection.
-	ch, _ := tr.Relay("", renewScript, []string{"BLPOP", "nothing", "5"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
+	// Writes paused, the call (a script) gets no reply before the
+	// connection is killed.
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "10000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Do(ctx, "CLIENT", "UNPAUSE")
+	ch, _ := tr.Relay("", renewScript, []string{"EVALSHA", generated.LockRenewSHA1, "1", "k", "60000", "1", "f"}, []track.Target{{Spec: check, Key: "k", Field: "f"}}, time.Minute)
 	if ch == nil {
 		t.Fatal("Relay refused with the connection up")
 	}

@@ -4,13 +4,14 @@
 //
 // The tracker keeps one connection per node that holds watched keys (one
 // on a single server or behind Sentinel, one per primary of a cluster),
-// in RESP3 with tracking on in the default mode with NOLOOP: Redis
-// remembers the keys the connection read and pushes an invalidation at
-// their next change (write, delete, expiry, eviction, FLUSHALL/FLUSHDB)
-// by another connection. An invalidation is
-// only a hint: the watched keys it names are checked with their spec's
-// read-only script on the same connection, which reads (and so tracks)
-// them again and says per key whether the hold is still there and how
+// in RESP3 with tracking on in OPTIN mode with NOLOOP: Redis remembers
+// the keys read by a command after CLIENT CACHING yes and pushes an
+// invalidation at their next change (write, delete, expiry, eviction,
+// FLUSHALL/FLUSHDB) by another connection. An invalidation is only a
+// hint: the watched keys it names are checked with their spec's read-only
+// script on the same connection, which tracks them again (by its reads,
+// or by an EXISTS before it for a call of more than armApart keys) and
+// says per key whether the hold is still there and how
 // long its lease has left. A hold found gone ends its watch and calls its
 // callback; a hold with a lease is checked again when the lease runs out
 // (an expired key is only deleted, and announced, when Redis gets to it).
@@ -33,7 +34,8 @@
 // keys: with NOLOOP its writes announce nothing to this connection, so the
 // holder's own renewals wake no check. Redis forgets who tracks a key when
 // the key changes, NOLOOP trackers included: the renewal script reads its
-// keys again after its writes, which tracks them again.
+// keys again after its writes, tracked (a larger call is followed by an
+// EXISTS, in a MULTI with it).
 //
 // A change watch (WatchChange) has no loss semantics: it only wants to
 // hear of every change of its key, and its callback runs after each check
@@ -186,6 +188,8 @@ type Watch struct {
 	queuedOn   *node  // the node whose queue holds it (nil: none)
 	parkedOn   *node  // the node whose parked list holds it (nil: none)
 	inflight   bool   // a check of it was sent and has no reply yet
+	apart      bool   // its check in flight tracked the keys before reading them (armApart)
+	again      bool   // announced while an apart check was in flight: checked again after its reply
 	fresh      bool   // added, its first check not sent yet: it may wait for Gather
 	stopped    bool
 	timer      *time.Timer // the next check at the end of its lease, or after a failure
@@ -221,6 +225,8 @@ type relay struct {
 	reply   chan Reply // buffered: its caller may have left
 	n       *node      // the node it is queued on
 	written bool       // written to the connection: it may run
+	multi   bool       // sent in a MULTI: the reply is its EXEC's
+	refused string     // the error that refused the call inside its MULTI
 }
 
 // fail answers r with ErrNoReply.
@@ -340,7 +346,7 @@ func (t *Tracker) add(w *Watch, target Target, tag uint64, lost func(uint64, Los
 	}
 	w.target, w.tag, w.lost, w.changed = target, tag, lost, changed
 	w.inc++
-	w.stopped, w.inflight = false, false // a check in flight is the earlier add's
+	w.stopped, w.inflight, w.again = false, false, false // a check in flight is the earlier add's
 	w.fresh = true
 	switch {
 	case t.cfg.Slot != nil:
@@ -396,7 +402,7 @@ func (t *Tracker) place(w *Watch, addr string) {
 		}
 		n.watches[w.target.Key] = w
 	}
-	w.inflight = false
+	w.inflight, w.again = false, false
 	if w.fresh && t.cfg.Gather > 0 {
 		n.enqueueLater(w)
 		return
@@ -576,8 +582,11 @@ type sent struct {
 	check []watchRef
 	spec  *Spec
 	relay *relay
-	role  bool // a ROLE of the primary check
-	probe bool // a ROLE asking whether a replica was promoted
+	// queued: the relay whose call this is, inside its MULTI (the reply
+	// is QUEUED, or the error that will abort the EXEC)
+	queued *relay
+	role   bool // a ROLE of the primary check
+	probe  bool // a ROLE asking whether a replica was promoted
 	// replInfo: an INFO replication sent with a ROLE of the primary check
 	replInfo bool
 	at       time.Time // when it was written: its reply is due Timeout later
@@ -701,7 +710,7 @@ func (n *node) run() {
 		n.unpark() // the watches are checked again below
 		clear(n.loaded)
 		n.each(func(w *Watch) {
-			w.inflight = false
+			w.inflight, w.again = false, false
 			n.enqueue(w) // a change while disconnected went unannounced
 		})
 		t.mu.Unlock()
@@ -720,7 +729,7 @@ func (n *node) run() {
 		for _, p := range n.pending {
 			for _, r := range p.check {
 				if r.current() {
-					r.w.inflight = false
+					r.w.inflight, r.w.again = false, false
 				}
 			}
 			if p.relay != nil {
@@ -1015,7 +1024,7 @@ type serverInfo struct {
 }
 
 // handshake dials addr with dial and turns tracking on: HELLO 3 (with
-// AUTH), SELECT, CLIENT TRACKING ON NOLOOP, and with Dialer.DialAddr a
+// AUTH), SELECT, CLIENT TRACKING ON OPTIN NOLOOP, and with Dialer.DialAddr a
 // ROLE that must say primary, an INFO server for the server's run_id and
 // an INFO replication for its replication ids, which must include
 // lineage when it is not empty.
@@ -1055,7 +1064,7 @@ func (n *node) handshake(round context.Context, a try) (net.Conn, *bufio.Reader,
 		writeCmd(w, "SELECT", strconv.Itoa(t.d.DB))
 		cmds++
 	}
-	writeCmd(w, "CLIENT", "TRACKING", "ON", "NOLOOP")
+	writeCmd(w, "CLIENT", "TRACKING", "ON", "OPTIN", "NOLOOP")
 	cmds++
 	role := t.d.DialAddr != nil
 	if role {
@@ -1537,13 +1546,28 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			k := min(len(ws), t.cfg.Batch)
 			part := ws[:k:k]
 			ws = ws[k:]
-			args := append(n.args[:0], "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
+			// A small call's reads track its keys; a larger one's keys
+			// are tracked first (EXISTS), then read untracked: a change
+			// after the EXISTS is announced, one before it is in the
+			// check's reply.
+			apart := len(part) > armApart
+			args := append(n.args[:0], "EXISTS")
+			for _, x := range part {
+				args = append(args, x.w.target.Key)
+			}
+			if apart {
+				n.arm(conn, w, args)
+			} else {
+				writeCmd(w, "CLIENT", "CACHING", "yes")
+				n.sentLocked(conn, sent{})
+			}
+			args = append(args[:0], "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
 			for _, x := range part {
 				args = append(args, x.w.target.Key)
 			}
 			for _, x := range part {
 				args = append(args, x.w.target.Field)
-				x.w.inflight = true
+				x.w.inflight, x.w.apart = true, apart
 			}
 			writeCmd(w, args...)
 			clear(args) // no key outlives its watch here
@@ -1553,7 +1577,30 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 	}
 }
 
-// writeRelays writes the relayed calls queued. t.mu is held.
+// armApart is the most keys a check or relayed call may carry with its
+// keys tracked by the script's own reads. The connection tracks in OPTIN
+// mode: only a command after CLIENT CACHING yes tracks what it reads, and
+// Redis 7.0 tracks, for each read inside a script, every key the call
+// names, so a call of k keys that reads each costs k² insertions in the
+// tracking table (a 500-key renewal took 11ms of the server's time instead
+// of 0.8ms). A larger call is sent untracked, with an EXISTS of its keys
+// tracked apart: before a check, after a renewal (in a MULTI with it).
+const armApart = 8
+
+// arm writes CLIENT CACHING yes and then the read args, which tracks
+// the keys it reads. t.mu is held.
+func (n *node) arm(conn net.Conn, w *bufio.Writer, args []string) {
+	writeCmd(w, "CLIENT", "CACHING", "yes")
+	n.sentLocked(conn, sent{})
+	writeCmd(w, args...)
+	n.sentLocked(conn, sent{})
+}
+
+// writeRelays writes the relayed calls queued. Redis forgets who tracks
+// a key when it changes, NOLOOP trackers included: a small call is
+// tracked (CLIENT CACHING yes), its script reading its keys again after
+// its writes; a larger one goes in a MULTI with an EXISTS of its keys
+// after it, tracked apart (armApart). t.mu is held.
 func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
 	for i, r := range n.relays {
 		if !n.loaded[r.script] {
@@ -1561,7 +1608,28 @@ func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
 			n.sentLocked(conn, sent{})
 			n.loaded[r.script] = true
 		}
+		if len(r.renewed) <= armApart {
+			writeCmd(w, "CLIENT", "CACHING", "yes")
+			n.sentLocked(conn, sent{})
+			writeCmd(w, r.args...)
+			r.written = true
+			n.sentLocked(conn, sent{relay: r})
+			n.relays[i] = nil
+			continue
+		}
+		r.multi = true
+		writeCmd(w, "MULTI")
+		n.sentLocked(conn, sent{})
 		writeCmd(w, r.args...)
+		n.sentLocked(conn, sent{queued: r})
+		args := append(n.args[:0], "EXISTS")
+		for _, x := range r.renewed {
+			args = append(args, x.Key)
+		}
+		n.arm(conn, w, args)
+		clear(args)
+		n.args = args[:0]
+		writeCmd(w, "EXEC")
 		r.written = true
 		n.sentLocked(conn, sent{relay: r})
 		n.relays[i] = nil
@@ -1613,7 +1681,9 @@ func (n *node) read(conn net.Conn, r *bufio.Reader) {
 
 // push handles an invalidation: the watches of the keys it names (every
 // watch for a flush) are checked, unless a check of theirs is in flight
-// (it runs after the change, and tracks the key again).
+// that tracks the keys by its own reads (it runs after the change, and
+// tracks the key again); after one that tracked them apart, once it has
+// replied.
 func (n *node) push(v value) {
 	if len(v.elems) < 2 || v.elems[0].kind != '$' || !strings.EqualFold(v.elems[0].str, "invalidate") {
 		return
@@ -1624,6 +1694,11 @@ func (n *node) push(v value) {
 	queue := func(w *Watch) {
 		if !w.inflight {
 			n.enqueue(w)
+		} else if w.apart {
+			// The change may have come after the check's EXISTS and
+			// untracked the key: checked again after the reply. (A
+			// check that tracks by its own reads runs after the change.)
+			w.again = true
 		}
 	}
 	if v.elems[1].kind != '*' {
@@ -1647,6 +1722,12 @@ type callback struct {
 // replied handles the reply v of s. t.mu is held; it returns the
 // callbacks to call once it is released.
 func (n *node) replied(s sent, v value) []callback {
+	if s.queued != nil {
+		if v.kind == '-' {
+			s.queued.refused = v.str
+		}
+		return nil
+	}
 	if s.relay != nil {
 		n.relayed(s.relay, v)
 		return nil
@@ -1677,11 +1758,27 @@ func (n *node) replied(s sent, v value) []callback {
 	}
 	t := n.t
 	var calls []callback
+	var again []*Watch
 	for _, r := range s.check {
 		if r.current() { // else a check of an earlier add
 			r.w.inflight = false
+			if r.w.again {
+				r.w.again = false
+				again = append(again, r.w)
+			}
 		}
 	}
+	// The watches announced while the check was in flight are checked
+	// again once the reply is read: a lost hold is stopped by it. (A
+	// refused check is sent again anyway, after its own delay.)
+	read := false
+	defer func() {
+		for _, w := range again {
+			if read && !w.stopped && w.n == n {
+				n.enqueue(w)
+			}
+		}
+	}()
 	// live are the watches the check still speaks for.
 	live := func(yield func(*Watch) bool) {
 		for _, r := range s.check {
@@ -1733,6 +1830,7 @@ func (n *node) replied(s sent, v value) []callback {
 		}
 		return nil
 	}
+	read = true
 	for i, r := range s.check {
 		w := r.w
 		if !r.current() || w.stopped || w.n != n {
@@ -1760,11 +1858,20 @@ func (n *node) replied(s sent, v value) []callback {
 	return calls
 }
 
-// relayed hands v, the reply of r, to its caller, and moves the lease
-// check of each watch of a target renewed to the end of its new lease: the
-// call announced nothing to this connection, and its script tracked the
-// key again. t.mu is held.
+// relayed hands the call's reply (in v, or in v's EXEC reply) to its
+// caller, and moves the lease check of each watch of a target renewed to
+// the end of its new lease: the call announced nothing to this
+// connection, and its reads tracked the key again. t.mu is held.
 func (n *node) relayed(r *relay, v value) {
+	switch {
+	case !r.multi:
+	case r.refused != "":
+		v = value{kind: '-', str: r.refused} // EXECABORT: say why
+	case v.kind == '*' && len(v.elems) == 3: // the call, CLIENT CACHING, EXISTS
+		v = v.elems[0]
+	case v.kind != '-':
+		v = value{kind: '-', str: fmt.Sprintf("track: EXEC replied %c with %d values", v.kind, len(v.elems))}
+	}
 	if v.kind == '-' {
 		if strings.HasPrefix(v.str, "NOSCRIPT") {
 			n.loaded[r.script] = false

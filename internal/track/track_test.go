@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 var check = &track.Spec{Name: "hold_check", SHA1: generated.HoldCheckSHA1, Source: generated.HoldCheckScript.Source}
 
 // server starts a redis-server of the test's own.
-func server(t *testing.T) (*harness.Server, *redis.Client) {
+func server(t testing.TB) (*harness.Server, *redis.Client) {
 	t.Helper()
 	s, err := harness.Start(harness.Options{})
 	if err != nil {
@@ -39,13 +39,13 @@ func server(t *testing.T) (*harness.Server, *redis.Client) {
 	return s, rdb
 }
 
-func newTracker(t *testing.T, addr string) *track.Tracker {
+func newTracker(t testing.TB, addr string) *track.Tracker {
 	t.Helper()
 	return newTrackerWith(t, addr, track.Config{Ping: 200 * time.Millisecond})
 }
 
 // newTrackerWith is newTracker with cfg.
-func newTrackerWith(t *testing.T, addr string, cfg track.Config) *track.Tracker {
+func newTrackerWith(t testing.TB, addr string, cfg track.Config) *track.Tracker {
 	t.Helper()
 	tr := track.New(track.Dialer{
 		Addr: func(context.Context, string) (string, error) { return addr, nil },
@@ -70,7 +70,7 @@ func watch(tr *track.Tracker, key string) *watched {
 	return w
 }
 
-func (w *watched) wantLost(t *testing.T, want track.Loss) {
+func (w *watched) wantLost(t testing.TB, want track.Loss) {
 	t.Helper()
 	select {
 	case l := <-w.lost:
@@ -82,7 +82,7 @@ func (w *watched) wantLost(t *testing.T, want track.Loss) {
 	}
 }
 
-func (w *watched) wantHeld(t *testing.T) {
+func (w *watched) wantHeld(t testing.TB) {
 	t.Helper()
 	select {
 	case l := <-w.lost:
@@ -97,7 +97,7 @@ func (w *watched) wantHeld(t *testing.T) {
 // connection, replies in order); a push for a change made before the
 // first such watch precedes that watch's reply, and the check it queues is
 // answered before the second one's.
-func barrier(t *testing.T, tr *track.Tracker) {
+func barrier(t testing.TB, tr *track.Tracker) {
 	t.Helper()
 	for i := range 2 {
 		b := watch(tr, fmt.Sprintf("absent-%d-%d", time.Now().UnixNano(), i))

@@ -27,3 +27,23 @@ func CommandCalls(tb testing.TB, rdb *redis.Client, cmd string) int64 {
 	}
 	return 0
 }
+
+// ServerCPU returns the CPU time the server of rdb has used, user and
+// system, in seconds (INFO cpu), failing tb when INFO cannot be read.
+func ServerCPU(tb testing.TB, rdb *redis.Client) float64 {
+	tb.Helper()
+	s, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(s, "\r\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				total += x
+			}
+		}
+	}
+	return total
+}
