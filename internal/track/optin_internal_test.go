@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -74,13 +75,36 @@ func TestCheck_tracking(t *testing.T) {
 			}
 		}
 	}
+	// send writes the queued checks and returns the last one; arming
+	// are the commands written before it.
+	var arming []sent
 	send := func() sent {
 		t.Helper()
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		n.loaded[spec] = true
+		from := len(n.pending)
 		n.writeChecks(conn, w)
+		arming = n.pending[from : len(n.pending)-1]
 		return n.pending[len(n.pending)-1]
+	}
+	requeueAll := func() {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for i := range watches {
+			watches[i].timer.Stop()
+			n.enqueue(&watches[i])
+		}
+	}
+	anyQueued := func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for i := range watches {
+			if watches[i].queuedOn == n {
+				return true
+			}
+		}
+		return false
 	}
 	announce := func() {
 		n.push(value{kind: '>', elems: []value{{kind: '$', str: "invalidate"}, {kind: '*', elems: []value{{kind: '$', str: "k0"}}}}})
@@ -125,24 +149,56 @@ func TestCheck_tracking(t *testing.T) {
 	if losses, queued := reply(s, 60000); early || losses != 0 || !queued {
 		t.Fatalf("announced in flight: queued before the reply %v, after it %v, %d losses; want false, true, 0", early, queued, losses)
 	}
-	// Sent again, nothing announced: the reply leaves it to its lease's end.
+	// Sent again, nothing announced: the reply leaves them to their
+	// lease's end.
+	requeueAll()
 	s = send()
 	commands(t, w, buf)
-	if losses, queued := reply(s, 60000); losses != 0 || queued {
-		t.Fatalf("nothing announced in flight: %d losses, queued %v; want 0, false", losses, queued)
+	if len(s.check) != len(watches) {
+		t.Fatalf("check of %d watches, want %d", len(s.check), len(watches))
 	}
-	// Announced in flight, then found gone: reported, not checked again.
+	if losses, _ := reply(s, 60000); losses != 0 || anyQueued() {
+		t.Fatalf("nothing announced in flight: %d losses, queued %v; want 0, false", losses, anyQueued())
+	}
+	// Its arming refused (a BUSY that ended before the check ran): the
+	// holds it found are checked again, after the backoff.
+	requeueAll()
+	s = send()
+	commands(t, w, buf)
 	tr.mu.Lock()
-	for i := range watches {
-		watches[i].timer.Stop()
-		n.enqueue(&watches[i])
+	for _, a := range arming {
+		n.replied(a, value{kind: '-', str: "BUSY Redis is busy running a script."})
 	}
 	tr.mu.Unlock()
+	if losses, _ := reply(s, 60000); losses != 0 {
+		t.Fatalf("check with its arming refused: %d losses, want 0", losses)
+	}
+	for i := range watches {
+		waitQueued(t, tr, n, &watches[i])
+	}
+	// Announced in flight, then found gone: reported, not checked again.
+	requeueAll()
 	s = send()
 	commands(t, w, buf)
 	announce()
 	if losses, queued := reply(s, -2); losses != len(watches) || queued {
 		t.Fatalf("gone after an announcement in flight: %d losses, queued %v; want %d, false", losses, queued, len(watches))
+	}
+}
+
+// waitQueued waits (up to 10s) until x is queued on n.
+func waitQueued(t *testing.T, tr *Tracker, n *node, x *Watch) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		tr.mu.Lock()
+		queued := x.queuedOn == n
+		tr.mu.Unlock()
+		if queued {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("watch of %s not checked again in 10s", x.target.Key)
+		}
 	}
 }
 
@@ -209,6 +265,28 @@ func TestRelay_tracking(t *testing.T) {
 	answer(ok, ones(1))
 	wantOnes(r, 1)
 
+	// Its CLIENT CACHING refused (a BUSY that ended before the call
+	// ran): the call's writes left its keys untracked, and the watches of
+	// its keys are checked again, which tracks them.
+	var x Watch
+	if !tr.Add(&x, Target{Spec: &Spec{Name: "check", SHA1: "sha"}, Key: "k0", Field: "f"}, 1, func(uint64, Loss) {}) {
+		t.Fatal("Add returned false before Close")
+	}
+	tr.mu.Lock()
+	n.queue, x.queuedOn, x.fresh = n.queue[:0], nil, false // its first check was sent
+	tr.mu.Unlock()
+	r = send(1)
+	commands(t, w, buf)
+	answer(value{kind: '-', str: "BUSY Redis is busy running a script."}, ones(1))
+	wantOnes(r, 1)
+	tr.mu.Lock()
+	again := x.queuedOn == n
+	tr.mu.Unlock()
+	if !again {
+		t.Fatal("after a renewal whose CLIENT CACHING was refused, the watch of its key was not checked again")
+	}
+	x.Stop()
+
 	k := armApart + 1
 	r = send(k)
 	got := commands(t, w, buf)
@@ -237,5 +315,29 @@ func TestRelay_tracking(t *testing.T) {
 	tr.mu.Unlock()
 	if loaded {
 		t.Error("after NOSCRIPT the script is still taken as loaded")
+	}
+}
+
+// A server (or an ACL) that turns tracking on but refuses CLIENT CACHING
+// would track nothing the checks read: its handshake fails as one
+// without client-side caching, and nothing is sent to it.
+func TestHandshake_cachingRefused(t *testing.T) {
+	addr, _ := fakeNode(t, func(cmd []value) string {
+		if len(cmd) > 1 && strings.EqualFold(cmd[0].str, "CLIENT") && strings.EqualFold(cmd[1].str, "CACHING") {
+			return "-NOPERM User has no permissions to run the 'client|caching' command\r\n"
+		}
+		return "+OK\r\n"
+	})
+	var d net.Dialer
+	dial := func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }
+	tr := New(Dialer{Addr: func(context.Context, string) (string, error) { return addr, nil }, Dial: dial}, Config{Timeout: 10 * time.Second})
+	defer tr.Close()
+	n := tr.newNode(addr)
+	conn, _, _, err := n.handshake(context.Background(), try{dial: dial, addr: addr})
+	if conn != nil {
+		conn.Close()
+	}
+	if !errors.Is(err, errUnsupported) {
+		t.Fatalf("handshake with CLIENT CACHING refused: %v, want errUnsupported", err)
 	}
 }

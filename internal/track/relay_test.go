@@ -105,8 +105,9 @@ func TestRelay_manyKeysStayTracked(t *testing.T) {
 		ws[i] = watch(tr, keys[i]) // one first check for all (Gather)
 	}
 	barrier(t, tr)
-	// The barrier's checks are of one key each: the EXISTS is the first
-	// check's, which carried the holds added within Gather.
+	// The barrier's watches are added after the holds', within the same
+	// Gather: the check that carries them all (more than armApart keys)
+	// tracks them apart, with an EXISTS.
 	if got := harness.CommandCalls(t, rdb, "exists"); got == 0 {
 		t.Fatalf("no EXISTS: the first check of %d holds added together did not track them apart", n)
 	}

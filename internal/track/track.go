@@ -226,6 +226,7 @@ type relay struct {
 	n       *node      // the node it is queued on
 	written bool       // written to the connection: it may run
 	multi   bool       // sent in a MULTI: the reply is its EXEC's
+	armed   *armed     // a small call's CLIENT CACHING yes (nil: in a MULTI)
 	refused string     // the error that refused the call inside its MULTI
 }
 
@@ -585,8 +586,12 @@ type sent struct {
 	// queued: the relay whose call this is, inside its MULTI (the reply
 	// is QUEUED, or the error that will abort the EXEC)
 	queued *relay
-	role   bool // a ROLE of the primary check
-	probe  bool // a ROLE asking whether a replica was promoted
+	// arming: a CLIENT CACHING yes, or the EXISTS after it, whose refusal
+	// leaves the keys of the check or relayed call it precedes untracked
+	arming *armed
+	armed  *armed // a check's arming commands
+	role   bool   // a ROLE of the primary check
+	probe  bool   // a ROLE asking whether a replica was promoted
 	// replInfo: an INFO replication sent with a ROLE of the primary check
 	replInfo bool
 	at       time.Time // when it was written: its reply is due Timeout later
@@ -1024,7 +1029,8 @@ type serverInfo struct {
 }
 
 // handshake dials addr with dial and turns tracking on: HELLO 3 (with
-// AUTH), SELECT, CLIENT TRACKING ON OPTIN NOLOOP, and with Dialer.DialAddr a
+// AUTH), SELECT, CLIENT TRACKING ON OPTIN NOLOOP (and a CLIENT CACHING
+// yes, which must pass), and with Dialer.DialAddr a
 // ROLE that must say primary, an INFO server for the server's run_id and
 // an INFO replication for its replication ids, which must include
 // lineage when it is not empty.
@@ -1065,7 +1071,12 @@ func (n *node) handshake(round context.Context, a try) (net.Conn, *bufio.Reader,
 		cmds++
 	}
 	writeCmd(w, "CLIENT", "TRACKING", "ON", "OPTIN", "NOLOOP")
-	cmds++
+	// Every check and renewal sends CLIENT CACHING yes: a server (or an
+	// ACL) that refuses it is one without tracking. (The flag it sets
+	// goes to the connection's first command: a SCRIPT LOAD, a ROLE, or
+	// a check that sets it anyway.)
+	writeCmd(w, "CLIENT", "CACHING", "yes")
+	cmds += 2
 	role := t.d.DialAddr != nil
 	if role {
 		writeCmd(w, "ROLE")
@@ -1551,16 +1562,15 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			// after the EXISTS is announced, one before it is in the
 			// check's reply.
 			apart := len(part) > armApart
-			args := append(n.args[:0], "EXISTS")
-			for _, x := range part {
-				args = append(args, x.w.target.Key)
-			}
+			args := n.args[:0]
 			if apart {
-				n.arm(conn, w, args)
-			} else {
-				writeCmd(w, "CLIENT", "CACHING", "yes")
-				n.sentLocked(conn, sent{})
+				args = append(args, "EXISTS")
+				for _, x := range part {
+					args = append(args, x.w.target.Key)
+				}
 			}
+			a := &armed{}
+			n.arm(conn, w, a, args)
 			args = append(args[:0], "EVALSHA_RO", g.spec.SHA1, strconv.Itoa(len(part)))
 			for _, x := range part {
 				args = append(args, x.w.target.Key)
@@ -1572,7 +1582,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 			writeCmd(w, args...)
 			clear(args) // no key outlives its watch here
 			n.args = args[:0]
-			n.sentLocked(conn, sent{check: part, spec: g.spec})
+			n.sentLocked(conn, sent{check: part, spec: g.spec, armed: a})
 		}
 	}
 }
@@ -1582,18 +1592,27 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 // mode: only a command after CLIENT CACHING yes tracks what it reads, and
 // Redis 7.0 tracks, for each read inside a script, every key the call
 // names, so a call of k keys that reads each costs k² insertions in the
-// tracking table (a 500-key renewal took 11ms of the server's time instead
-// of 0.8ms). A larger call is sent untracked, with an EXISTS of its keys
-// tracked apart: before a check, after a renewal (in a MULTI with it).
+// tracking table (a 500-key renewal cost the server about 15ms of CPU,
+// 2ms with its keys tracked apart: BenchmarkRelay_renewal). A larger call
+// is sent untracked, with an EXISTS of its keys tracked apart: before a
+// check, after a renewal (in a MULTI with it).
 const armApart = 8
 
-// arm writes CLIENT CACHING yes and then the read args, which tracks
-// the keys it reads. t.mu is held.
-func (n *node) arm(conn net.Conn, w *bufio.Writer, args []string) {
+// armed says whether a command that tracks the keys of a check or a
+// relayed call was refused (a BUSY, a LOADING or a TRYAGAIN that ended
+// before the call ran): the call's keys are then not tracked, whatever
+// the call's own reply.
+type armed struct{ refused bool }
+
+// arm writes CLIENT CACHING yes and then the read args (none: the
+// command after it tracks), which tracks the keys it reads. t.mu is held.
+func (n *node) arm(conn net.Conn, w *bufio.Writer, a *armed, args []string) {
 	writeCmd(w, "CLIENT", "CACHING", "yes")
-	n.sentLocked(conn, sent{})
-	writeCmd(w, args...)
-	n.sentLocked(conn, sent{})
+	n.sentLocked(conn, sent{arming: a})
+	if len(args) > 0 {
+		writeCmd(w, args...)
+		n.sentLocked(conn, sent{arming: a})
+	}
 }
 
 // writeRelays writes the relayed calls queued. Redis forgets who tracks
@@ -1609,8 +1628,8 @@ func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
 			n.loaded[r.script] = true
 		}
 		if len(r.renewed) <= armApart {
-			writeCmd(w, "CLIENT", "CACHING", "yes")
-			n.sentLocked(conn, sent{})
+			r.armed = &armed{}
+			n.arm(conn, w, r.armed, nil)
 			writeCmd(w, r.args...)
 			r.written = true
 			n.sentLocked(conn, sent{relay: r})
@@ -1626,7 +1645,7 @@ func (n *node) writeRelays(conn net.Conn, w *bufio.Writer) {
 		for _, x := range r.renewed {
 			args = append(args, x.Key)
 		}
-		n.arm(conn, w, args)
+		n.arm(conn, w, &armed{}, args) // a refusal aborts the EXEC
 		clear(args)
 		n.args = args[:0]
 		writeCmd(w, "EXEC")
@@ -1728,6 +1747,12 @@ func (n *node) replied(s sent, v value) []callback {
 		}
 		return nil
 	}
+	if s.arming != nil {
+		if v.kind == '-' {
+			s.arming.refused = true
+		}
+		return nil
+	}
 	if s.relay != nil {
 		n.relayed(s.relay, v)
 		return nil
@@ -1768,17 +1793,6 @@ func (n *node) replied(s sent, v value) []callback {
 			}
 		}
 	}
-	// The watches announced while the check was in flight are checked
-	// again once the reply is read: a lost hold is stopped by it. (A
-	// refused check is sent again anyway, after its own delay.)
-	read := false
-	defer func() {
-		for _, w := range again {
-			if read && !w.stopped && w.n == n {
-				n.enqueue(w)
-			}
-		}
-	}()
 	// live are the watches the check still speaks for.
 	live := func(yield func(*Watch) bool) {
 		for _, r := range s.check {
@@ -1787,6 +1801,26 @@ func (n *node) replied(s sent, v value) []callback {
 			}
 		}
 	}
+	// Once the reply is read (a lost hold is stopped by it), the watches
+	// announced while the check was in flight are checked again, and
+	// those whose keys its arming left untracked (refused) after the
+	// backoff. (A refused check is sent again anyway, after its own delay.)
+	read := false
+	defer func() {
+		if !read {
+			return
+		}
+		for _, w := range again {
+			if !w.stopped && w.n == n {
+				n.enqueue(w)
+			}
+		}
+		if s.armed != nil && s.armed.refused {
+			for w := range live {
+				w.retry()
+			}
+		}
+	}()
 	if v.kind == '-' {
 		switch {
 		case strings.HasPrefix(v.str, "NOSCRIPT"):
@@ -1879,7 +1913,17 @@ func (n *node) relayed(r *relay, v value) {
 		r.reply <- Reply{Err: errors.New(v.str)}
 		return
 	}
-	if v.kind == '*' && len(v.elems) == len(r.renewed) {
+	if r.armed != nil && r.armed.refused {
+		// The call ran untracked: its writes untracked the keys, which
+		// its watches' checks track again.
+		for _, x := range r.renewed {
+			n.eachOf(n.watches[x.Key], func(w *Watch) {
+				if !w.stopped && !w.inflight {
+					n.enqueue(w)
+				}
+			})
+		}
+	} else if v.kind == '*' && len(v.elems) == len(r.renewed) {
 		for i, x := range r.renewed {
 			if v.elems[i].kind != ':' || v.elems[i].int != 1 {
 				continue
