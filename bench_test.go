@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lualock/lualock"
+	"github.com/lualock/lualock/generated"
 	"github.com/lualock/lualock/tests/harness"
 )
 
@@ -154,6 +155,86 @@ func benchLockUnlockWith(b *testing.B, addr string, g int, fair, plain bool) {
 					float64(d.calls)/float64(b.N), float64(d.usec)/float64(b.N), float64(d.usec)/float64(d.calls))
 			}
 		}
+	}
+}
+
+// BenchmarkLock_scriptsPipelined runs the acquire and release scripts of a
+// kind without the runtime, 100 pairs to a pipeline, and reports the time
+// Redis spends executing them per pair (script-µs/op: INFO commandstats'
+// EVALSHA usec, the scripts' inner calls included). Redis runs pipelined
+// calls back to back, so this figure moves less with the machine's load
+// than the same one in BenchmarkLock_LockUnlock, where every call waits
+// for a wake-up: it is the one to compare two versions of the scripts by
+// (run at both commits, alternately).
+func BenchmarkLock_scriptsPipelined(b *testing.B) {
+	srv := harness.StartStandalone(b)
+	const field = "9f0c2a6e1b7d4c3e8a5f6b1d2c3e4f5a:1"
+	n := 0
+	kinds := []struct {
+		name string
+		pair func(ctx context.Context, p redis.Pipeliner)
+	}{
+		{"reentrant", func(ctx context.Context, p redis.Pipeliner) {
+			generated.LockAcquireCmd(ctx, p, generated.LockAcquireKeys{Lock: "bench:r"},
+				generated.LockAcquireArgs{LeaseMS: 30_000, Field: field, Holds: 1})
+			generated.LockReleaseCmd(ctx, p, generated.LockReleaseKeys{Lock: "bench:r",
+				Channel: "redisson_lock__channel:{bench:r}", Latch: "redisson_unlock_latch:{bench:r}:0123456789abcdef0123456789abcdef"},
+				generated.LockReleaseArgs{LeaseMS: 30_000, Field: field, LatchMS: 10_000, Publish: "publish", Holds: 1})
+		}},
+		{"write", func(ctx context.Context, p redis.Pipeliner) {
+			generated.RwlockWriteAcquireCmd(ctx, p, generated.RwlockWriteAcquireKeys{Lock: "bench:w"},
+				generated.RwlockWriteAcquireArgs{LeaseMS: 30_000, Field: field, Holds: 1})
+			generated.RwlockWriteReleaseCmd(ctx, p, generated.RwlockWriteReleaseKeys{Lock: "bench:w",
+				Channel: "redisson_rwlock:{bench:w}", Latch: "redisson_unlock_latch:{bench:w}:0123456789abcdef0123456789abcdef"},
+				generated.RwlockWriteReleaseArgs{LeaseMS: 30_000, Field: field, LatchMS: 10_000, Publish: "publish", Holds: 1})
+		}},
+		{"semaphore", func(ctx context.Context, p redis.Pipeliner) {
+			// Each acquisition needs a request latch of its own, or it
+			// replays the first one's outcome.
+			n++
+			req := "lualock_request:{bench:s}:" + strconv.Itoa(n)
+			generated.SemaphoreAcquireCmd(ctx, p, generated.SemaphoreAcquireKeys{Sem: "bench:s", Request: req,
+				Claim: "lualock_semaphore_claim:{bench:s}"}, generated.SemaphoreAcquireArgs{Permits: 1, LatchMS: 1_000})
+			generated.SemaphoreReleaseCmd(ctx, p, generated.SemaphoreReleaseKeys{Sem: "bench:s",
+				Channel: "redisson_sc:{bench:s}", Request: req + "r"}, generated.SemaphoreReleaseArgs{Permits: 1, LatchMS: 1_000, Publish: "publish"})
+		}},
+	}
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			ctx := context.Background()
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer func() { _ = rdb.Close() }()
+			if err := generated.LoadAll(ctx, rdb); err != nil {
+				b.Fatal(err)
+			}
+			if err := rdb.Set(ctx, "bench:s", 1, 0).Err(); err != nil {
+				b.Fatal(err)
+			}
+			const batch = 100
+			pairs := (b.N + batch - 1) / batch * batch
+			before := commandStats(b, rdb)
+			b.ResetTimer()
+			for i := 0; i < pairs; i += batch {
+				p := rdb.Pipeline()
+				for range batch {
+					k.pair(ctx, p)
+				}
+				cmds, err := p.Exec(ctx)
+				if err != nil && err != redis.Nil {
+					b.Fatal(err)
+				}
+				for _, c := range cmds {
+					if err := c.Err(); err != nil && err != redis.Nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			after := commandStats(b, rdb)
+			us := after.per["evalsha"].usec - before.per["evalsha"].usec
+			b.ReportMetric(float64(us)/float64(pairs), "script-µs/op")
+			b.ReportMetric(float64(after.calls-before.calls)/float64(pairs), "cmds/op")
+		})
 	}
 }
 

@@ -51,14 +51,16 @@ local lock = KEYS[1]
 local queue = KEYS[2]
 local timeouts = KEYS[3]
 local channel = KEYS[4]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
 local wait = tonumber(ARGV[3])
 local holds = tonumber(ARGV[4])
 local publish = ARGV[5]
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+local lease = whole(lease_ms)
+if not lease then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if not wait or wait <= 0 or wait % 1 ~= 0 then
   return redis.error_reply('ERR lualock: wait_ms must be a positive integer')
@@ -84,7 +86,7 @@ local purged = purge(field)
 
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then
-  redis.call('pexpire', lock, lease)
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 if current ~= holds - 1 then
@@ -95,7 +97,7 @@ if current ~= holds - 1 then
 end
 if current > 0 then
   redis.call('hincrby', lock, field, 1)
-  redis.call('pexpire', lock, lease)
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 
@@ -131,8 +133,8 @@ if free and (not head or head == field) then
     redis.call('lpop', queue)
   end
   redis.call('zrem', timeouts, field)
-  redis.call('hset', lock, field, 1)
-  redis.call('pexpire', lock, lease)
+  redis.call('hset', lock, field, '1')
+  redis.call('pexpire', lock, lease_ms)
   -- Tell the new head it is next (a stale one would not hear it), with one
   -- budget past this lease.
   purge()

@@ -17,12 +17,13 @@
 -- @flag   idempotent
 
 local lock = KEYS[1]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
 local holds = tonumber(ARGV[3])
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+if not whole(lease_ms) then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if field == '' then
   return redis.error_reply('ERR lualock: field must not be empty')
@@ -36,8 +37,8 @@ if redis.call('exists', lock) == 0 then
   if holds ~= 1 then
     return redis.error_reply('LOST lualock: the earlier holds of ' .. field .. ' are gone')
   end
-  redis.call('hset', lock, field, 1)
-  redis.call('pexpire', lock, lease)
+  redis.call('hset', lock, field, '1')
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 
@@ -45,7 +46,7 @@ local current = tonumber(redis.call('hget', lock, field) or 0)
 
 -- A repeated call: the count is already what the caller asked for.
 if current == holds then
-  redis.call('pexpire', lock, lease)
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 
@@ -58,7 +59,7 @@ end
 
 if current > 0 then
   redis.call('hincrby', lock, field, 1)
-  redis.call('pexpire', lock, lease)
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 

@@ -25,17 +25,18 @@
 local lock = KEYS[1]
 local channel = KEYS[2]
 local latch = KEYS[3]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
-local latch_ms = tonumber(ARGV[3])
+local latch_ms = ARGV[3]
 local publish = ARGV[4]
 local before = tonumber(ARGV[5])
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+if not whole(lease_ms) then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
-if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+if not whole(latch_ms) then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer, in digits, below 10^15')
 end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' and publish ~= 'none' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both (or none: the spin lock)')
@@ -64,7 +65,7 @@ end
 
 if holds > 1 then
   redis.call('hincrby', lock, field, -1)
-  redis.call('pexpire', lock, lease)
+  redis.call('pexpire', lock, lease_ms)
   keep(0)
   return 0
 end

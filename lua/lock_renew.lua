@@ -21,9 +21,10 @@
 -- @return []int  per lock, 1 when renewed and 0 when the owner no longer holds it
 -- @flag   idempotent
 
-local lease = tonumber(ARGV[1])
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+local lease_ms = ARGV[1]
+-- @include "include/whole.lua"
+if not whole(lease_ms) then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if ARGV[2] ~= '0' and ARGV[2] ~= '1' then
   return redis.error_reply('ERR lualock: rearm must be 0 or 1')
@@ -36,7 +37,7 @@ end
 local renewed = {}
 for i = 1, #KEYS do
   if redis.call('hexists', KEYS[i], ARGV[i + 2]) == 1 then
-    redis.call('pexpire', KEYS[i], lease)
+    redis.call('pexpire', KEYS[i], lease_ms)
     renewed[i] = 1
   else
     renewed[i] = 0

@@ -29,12 +29,14 @@
 
 local lock = KEYS[1]
 local prefix = KEYS[2]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
 local holds = tonumber(ARGV[3])
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+local lease = whole(lease_ms)
+if not lease then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if field == '' then
   return redis.error_reply('ERR lualock: field must not be empty')
@@ -47,9 +49,9 @@ end
 -- Sets the timeout of hold i and keeps N alive at least as long (never
 -- shorter than it was: another hold may have a longer lease).
 local function hold(i)
-  redis.call('set', timeout(field, i), 1, 'px', lease) -- luagen:ignore non-key-argument
+  redis.call('set', timeout(field, i), '1', 'px', lease_ms) -- luagen:ignore non-key-argument
   if redis.call('pttl', lock) < lease then
-    redis.call('pexpire', lock, lease)
+    redis.call('pexpire', lock, lease_ms)
   end
 end
 
@@ -70,7 +72,7 @@ end
 
 local mode = redis.call('hget', lock, 'mode')
 if not mode and redis.call('exists', lock) == 0 then
-  redis.call('hset', lock, 'mode', 'read', field, 1)
+  redis.call('hset', lock, 'mode', 'read', field, '1')
   hold(1)
   return 0
 end

@@ -30,15 +30,16 @@ local prefix = KEYS[2]
 local channel = KEYS[3]
 local latch = KEYS[4]
 local field = ARGV[1]
-local latch_ms = tonumber(ARGV[2])
+local latch_ms = ARGV[2]
 local publish = ARGV[3]
 local before = tonumber(ARGV[4])
 
 if field == '' then
   return redis.error_reply('ERR lualock: field must not be empty')
 end
-if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+-- @include "include/whole.lua"
+if not whole(latch_ms) then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer, in digits, below 10^15')
 end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')

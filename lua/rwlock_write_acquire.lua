@@ -21,12 +21,14 @@
 -- @flag   idempotent
 
 local lock = KEYS[1]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
 local holds = tonumber(ARGV[3])
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+local lease = whole(lease_ms)
+if not lease then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if field == '' then
   return redis.error_reply('ERR lualock: field must not be empty')
@@ -41,7 +43,7 @@ local writer = field .. ':write'
 local function extend()
   local pttl = redis.call('pttl', lock)
   if pttl >= 0 and pttl < lease then
-    redis.call('pexpire', lock, lease)
+    redis.call('pexpire', lock, lease_ms)
   end
 end
 
@@ -67,8 +69,8 @@ if current > 0 then
 end
 
 if redis.call('exists', lock) == 0 then
-  redis.call('hset', lock, 'mode', 'write', writer, 1)
-  redis.call('pexpire', lock, lease)
+  redis.call('hset', lock, 'mode', 'write', writer, '1')
+  redis.call('pexpire', lock, lease_ms)
   return 0
 end
 

@@ -24,20 +24,22 @@
 local lock = KEYS[1]
 local channel = KEYS[2]
 local latch = KEYS[3]
-local lease = tonumber(ARGV[1])
+local lease_ms = ARGV[1]
 local field = ARGV[2]
-local latch_ms = tonumber(ARGV[3])
+local latch_ms = ARGV[3]
 local publish = ARGV[4]
 local before = tonumber(ARGV[5])
 
-if not lease or lease <= 0 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: lease_ms must be a positive integer')
+-- @include "include/whole.lua"
+local lease = whole(lease_ms)
+if not lease then
+  return redis.error_reply('ERR lualock: lease_ms must be a positive integer, in digits, below 10^15')
 end
 if field == '' then
   return redis.error_reply('ERR lualock: field must not be empty')
 end
-if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+if not whole(latch_ms) then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer, in digits, below 10^15')
 end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
@@ -70,7 +72,7 @@ if holds > 1 then
   redis.call('hincrby', lock, writer, -1)
   local pttl = redis.call('pttl', lock)
   if pttl >= 0 and pttl < lease then
-    redis.call('pexpire', lock, lease)
+    redis.call('pexpire', lock, lease_ms)
   end
   keep(0)
   return 0

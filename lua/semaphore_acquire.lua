@@ -32,16 +32,17 @@
 local sem = KEYS[1]
 local request = KEYS[2]
 local claim = KEYS[3]
-local permits = tonumber(ARGV[1])
-local latch_ms = tonumber(ARGV[2])
+local latch_ms = ARGV[2]
 local waiter = ARGV[3]
 local claim_ms = tonumber(ARGV[4])
 
-if not permits or permits < 1 or permits % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: permits must be a positive integer')
+-- @include "include/whole.lua"
+local permits = whole(ARGV[1])
+if not permits then
+  return redis.error_reply('ERR lualock: permits must be a positive integer, in digits, below 10^15')
 end
-if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+if not whole(latch_ms) then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer, in digits, below 10^15')
 end
 if not claim_ms or claim_ms < 0 or claim_ms % 1 ~= 0 then
   return redis.error_reply('ERR lualock: claim_ms must be a whole number, 0 for no claim')
@@ -63,9 +64,9 @@ if not available or available - reserved < permits then
   end
   return 0
 end
-redis.call('decrby', sem, permits)
+redis.call('decrby', sem, ARGV[1])
 if mine then
   redis.call('del', claim)
 end
-redis.call('set', request, 1, 'px', latch_ms)
+redis.call('set', request, '1', 'px', latch_ms)
 return 1

@@ -19,15 +19,15 @@
 local sem = KEYS[1]
 local channel = KEYS[2]
 local request = KEYS[3]
-local permits = tonumber(ARGV[1])
-local latch_ms = tonumber(ARGV[2])
+local latch_ms = ARGV[2]
 local publish = ARGV[3]
 
-if not permits or permits < 1 or permits % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: permits must be a positive integer')
+-- @include "include/whole.lua"
+if not whole(ARGV[1]) then
+  return redis.error_reply('ERR lualock: permits must be a positive integer, in digits, below 10^15')
 end
-if not latch_ms or latch_ms <= 0 or latch_ms % 1 ~= 0 then
-  return redis.error_reply('ERR lualock: latch_ms must be a positive integer')
+if not whole(latch_ms) then
+  return redis.error_reply('ERR lualock: latch_ms must be a positive integer, in digits, below 10^15')
 end
 if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
   return redis.error_reply('ERR lualock: publish must be publish, spublish or both')
@@ -39,7 +39,7 @@ if replay then
   return tonumber(replay)
 end
 
-local v = redis.call('incrby', sem, permits)
+local v = redis.call('incrby', sem, ARGV[1])
 notify_value(channel, v)
 redis.call('set', request, v, 'px', latch_ms)
 return v

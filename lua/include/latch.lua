@@ -4,8 +4,8 @@
 -- needs it only for the release that leaves the owner no hold (outcome 1):
 -- any other resend finds the count one lower and replays "holds remain"
 -- from that. A caller that names no count (0) gets a latch for every
--- release. The script declares latch, latch_ms and before before the
--- include.
+-- release. The script declares latch, latch_ms (the argument as sent,
+-- checked with include/whole.lua) and before before the include.
 
 -- replayed returns the outcome the latch keeps, or nil.
 local function replayed()
@@ -19,6 +19,6 @@ end
 -- keep latches outcome where a resend would need it.
 local function keep(outcome)
   if outcome == 1 or before == 0 then
-    redis.call('set', latch, outcome, 'px', latch_ms)
+    redis.call('set', latch, outcome == 1 and '1' or '0', 'px', latch_ms)
   end
 end

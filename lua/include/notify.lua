@@ -10,9 +10,9 @@ local function notify(ch)
     return
   end
   if publish ~= 'spublish' then
-    redis.call('publish', ch, 0)
+    redis.call('publish', ch, '0')
   end
   if publish ~= 'publish' then
-    redis.call('spublish', ch, 0)
+    redis.call('spublish', ch, '0')
   end
 end
