@@ -11,7 +11,9 @@ import (
 
 // A new watch's first check waits for Config.Gather without waking the
 // sender: a hold stopped before then sends nothing, and a check sent for
-// any other reason first takes the waiting first checks along in its call.
+// any other reason first takes the waiting first checks along in its call;
+// when the wait ends with every first check stopped, the sender sleeps on
+// and the next wait is longer.
 // With Gather negative the first check wakes the sender at once.
 func TestGather_firstChecks(t *testing.T) {
 	setup := func(gather time.Duration) (*Tracker, *node, func() []sent) {
@@ -50,7 +52,7 @@ func TestGather_firstChecks(t *testing.T) {
 	}
 
 	tr, n, send := setup(time.Hour)
-	var a, b, c Watch
+	var a, b, c, e Watch
 	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 1, nop)
 	tr.mu.Lock()
 	gathering, queued := n.gathering, a.queuedOn == n
@@ -62,6 +64,75 @@ func TestGather_firstChecks(t *testing.T) {
 	if got := send(); len(got) != 0 {
 		t.Fatalf("%d check calls sent for a watch stopped within Gather, want none", len(got))
 	}
+
+	// When the gathering ends with every watch queued stopped, the
+	// sender is not woken and the queue is emptied; one live watch gets
+	// it woken.
+	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 5, nop)
+	tr.Add(&e, Target{Spec: spec, Key: "e", Field: "f"}, 6, nop)
+	a.Stop()
+	n.gathered() // what the timer runs after Gather
+	tr.mu.Lock()
+	gathering, left := n.gathering, len(n.queue)
+	tr.mu.Unlock()
+	if woken := kicked(n); gathering || left != 2 || !woken {
+		t.Fatalf("one of two first checks stopped, gathered: gathering %v, %d queued, sender woken %v; want false, 2, true", gathering, left, woken)
+	}
+	if got := send(); len(got) != 1 || len(got[0].check) != 1 || got[0].check[0].w != &e {
+		t.Fatalf("sent %v, want e's check alone", got)
+	}
+	tr.mu.Lock()
+	e.inflight = false // its reply came
+	tr.mu.Unlock()
+	e.Stop()
+	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 7, nop)
+	tr.Add(&e, Target{Spec: spec, Key: "e", Field: "f"}, 8, nop)
+	a.Stop()
+	e.Stop()
+	n.gathered()
+	tr.mu.Lock()
+	gathering, left, count := n.gathering, len(n.queue), n.queued
+	off := a.queuedOn == nil && e.queuedOn == nil
+	tr.mu.Unlock()
+	if woken := kicked(n); gathering || left != 0 || count != 0 || !off || woken {
+		t.Fatalf("both stopped, gathered: gathering %v, %d queued (count %d), watches unqueued %v, sender woken %v; want false, 0, 0, true, false", gathering, left, count, off, woken)
+	}
+	if got := send(); len(got) != 0 {
+		t.Fatalf("%d check calls sent after every first check stopped, want none", len(got))
+	}
+	// The waits that end with nothing to send stretch: twice as long each
+	// time, up to gatherStretch × Gather; one that ends with a check to
+	// send brings the wait back to Gather.
+	tr.mu.Lock()
+	w1 := n.wait
+	tr.mu.Unlock()
+	if w1 != 2*time.Hour {
+		t.Fatalf("wait after one empty gathering = %v, want 2 × Gather", w1)
+	}
+	for range 5 {
+		tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 9, nop)
+		a.Stop()
+		n.gathered()
+	}
+	tr.mu.Lock()
+	w2 := n.wait
+	tr.mu.Unlock()
+	tr.Add(&e, Target{Spec: spec, Key: "e", Field: "f"}, 10, nop)
+	n.gathered()
+	kicked(n)
+	tr.mu.Lock()
+	w3 := n.wait
+	tr.mu.Unlock()
+	if w2 != gatherStretch*time.Hour || w3 != time.Hour {
+		t.Fatalf("waits %v after empty gatherings, %v after one with a check; want %v, %v", w2, w3, gatherStretch*time.Hour, time.Hour)
+	}
+	if got := send(); len(got) != 1 {
+		t.Fatalf("sent %v, want e's check", got)
+	}
+	tr.mu.Lock()
+	e.inflight = false
+	tr.mu.Unlock()
+	e.Stop()
 
 	// b's first check is sent; then c is added, and an invalidation
 	// queues b again: c's first check goes along, in the same call.
@@ -83,6 +154,15 @@ func TestGather_firstChecks(t *testing.T) {
 	got := send()
 	if len(got) != 1 || len(got[0].check) != 2 {
 		t.Fatalf("sent %v, want one call checking c and b", got)
+	}
+	// Watches stopped after their check went out leave the count alone.
+	b.Stop()
+	c.Stop()
+	tr.mu.Lock()
+	count = n.queued
+	tr.mu.Unlock()
+	if count != 0 {
+		t.Fatalf("queued = %d after stopping watches already sent, want 0", count)
 	}
 
 	tr, n, _ = setup(-1)

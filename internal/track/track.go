@@ -124,9 +124,18 @@ type Config struct {
 	// before a check that failed is sent again (default 10ms).
 	MaxBackoff time.Duration
 	// Gather is how long the first check of a new watch may wait for
-	// others to share its call (default 1ms; negative: none).
+	// others to share its call (default 1ms; negative: none). While the
+	// watches of a node stop before their first check (holds released
+	// within the wait), the wait doubles, up to gatherStretch × Gather;
+	// it is Gather again after a wait that ends with a check to send.
 	Gather time.Duration
 }
+
+// gatherStretch bounds how far a node's wait for first checks stretches
+// (Config.Gather): a loop of holds released within the wait wakes the
+// tracker every 8ms at most instead of every 1ms, and a hold that outlives
+// such a loop is first checked within 8ms of its acquisition.
+const gatherStretch = 8
 
 // Tracker watches holds. Its methods are safe for concurrent use.
 type Tracker struct {
@@ -373,6 +382,9 @@ func (w *Watch) Stop() {
 }
 
 func (w *Watch) stopLocked() {
+	if n := w.queuedOn; n != nil && !w.stopped {
+		n.unqueued()
+	}
 	w.stopped = true
 	if w.timer != nil {
 		w.timer.Stop()
@@ -413,8 +425,8 @@ func (t *Tracker) place(w *Watch, addr string) {
 
 // newNode returns the node at addr, with no goroutine yet.
 func (t *Tracker) newNode(addr string) *node {
-	n := &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}}
-	n.gather = time.NewTimer(time.Hour)
+	n := &node{t: t, addr: addr, watches: map[string]*Watch{}, kick: make(chan struct{}, 1), loaded: map[*Spec]bool{}, wait: t.cfg.Gather}
+	n.gather = time.AfterFunc(time.Hour, n.gathered)
 	n.gather.Stop()
 	n.probe = time.NewTimer(time.Hour)
 	n.probe.Stop()
@@ -492,6 +504,7 @@ func (t *Tracker) Close() {
 	}
 	t.closed = true
 	for _, n := range t.nodes {
+		n.gather.Stop()
 		n.each(func(w *Watch) {
 			w.stopped = true
 			if w.timer != nil {
@@ -513,16 +526,20 @@ type node struct {
 	t    *Tracker
 	addr string
 	kick chan struct{} // the queue has work
-	// gather fires Gather after a first check was queued with nothing
-	// else to send (gathering, under t.mu): only then is the sender woken.
+	// gather runs gathered Gather after a first check was queued with
+	// nothing else to send (gathering, under t.mu): only then is the
+	// sender woken, and only if a watch in the queue is live. A hold
+	// released within Gather wakes no goroutine of the tracker.
 	gather    *time.Timer
 	gathering bool
+	wait      time.Duration // the next gathering's length: Gather to gatherStretch × Gather
 	// probe fires probeEvery while watches are parked: a ROLE is sent.
 	probe *time.Timer
 
 	// under t.mu
 	watches map[string]*Watch // by key: the first of the key's list (prev, next)
 	queue   []*Watch          // to check
+	queued  int               // the watches in queue that were not stopped there (at least)
 	relays  []*relay          // to send (Relay)
 	pending []sent            // commands sent, in order, awaiting replies
 	loaded  map[*Spec]bool    // scripts loaded on this connection
@@ -623,6 +640,7 @@ func (n *node) enqueue(w *Watch) {
 	}
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
+	n.queued++
 	n.kicked()
 }
 
@@ -635,10 +653,39 @@ func (n *node) enqueueLater(w *Watch) {
 	}
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
+	n.queued++
 	if !n.gathering {
 		n.gathering = true
-		n.gather.Reset(n.t.cfg.Gather)
+		n.gather.Reset(n.wait)
 	}
+}
+
+// unqueued is called when a watch in the queue stops. t.mu is held.
+func (n *node) unqueued() { n.queued-- }
+
+// gathered runs when the first checks have gathered (n.wait): it wakes
+// the sender if a watch in the queue is live, and the next wait is
+// Gather; otherwise every watch queued has stopped, the queue is emptied
+// without a wake, and the next wait is twice as long, up to
+// gatherStretch × Gather.
+func (n *node) gathered() {
+	t := n.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n.gathering = false
+	if n.queued > 0 {
+		n.wait = t.cfg.Gather
+		n.kicked()
+		return
+	}
+	n.wait = min(2*n.wait, gatherStretch*t.cfg.Gather)
+	for _, x := range n.queue {
+		if x.queuedOn == n {
+			x.queuedOn = nil
+		}
+	}
+	clear(n.queue)
+	n.queue = n.queue[:0]
 }
 
 // kicked tells the sender there is work.
@@ -689,6 +736,7 @@ func (n *node) run() {
 			t.failedDial(n.addr)
 			if n.empty() || t.closed {
 				delete(t.nodes, n.addr)
+				n.gather.Stop()
 				t.mu.Unlock()
 				return
 			}
@@ -801,6 +849,7 @@ func (n *node) replace() bool {
 	defer t.mu.Unlock()
 	if n.empty() && !t.closed {
 		delete(t.nodes, n.addr)
+		n.gather.Stop()
 		return true
 	}
 	return false
@@ -1275,14 +1324,6 @@ func (n *node) send(conn net.Conn, done <-chan struct{}) {
 			t.mu.Lock()
 			n.writeProbe(conn, w)
 			t.mu.Unlock()
-		case <-n.gather.C:
-			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
-			t.mu.Lock()
-			n.gathering = false
-			n.writeRole(conn, w, 100*time.Millisecond)
-			n.writeChecks(conn, w)
-			n.writeRelays(conn, w)
-			t.mu.Unlock()
 		case <-n.kick:
 			_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.Timeout))
 			t.mu.Lock()
@@ -1540,6 +1581,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 		groups[g] = append(groups[g], watchRef{x, x.inc})
 	}
 	n.queue = n.queue[:0]
+	n.queued = 0
 	defer func() {
 		// The groups' slices are the checks' now (sent.check).
 		clear(groups)
