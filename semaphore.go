@@ -159,8 +159,8 @@ func (s *Semaphore) DrainPermits(ctx context.Context) (int, error) {
 
 // Acquire blocks until it has taken n permits or ctx ends. A semaphore
 // that does not exist grants nothing: Acquire waits until someone sets or
-// releases permits. It returns ErrInvalid for n < 1 or a bad name,
-// ErrClosed, an error wrapping ctx's error, or a non-transient Redis
+// releases permits. It returns ErrInvalid for n < 1, n ≥ 10^15 or a bad
+// name, ErrClosed, an error wrapping ctx's error, or a non-transient Redis
 // error; transient errors are retried until ctx ends.
 func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	return s.acquire(ctx, n, -1)
@@ -182,12 +182,28 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait time.Duration) (err
 	return s.take(ctx, n, wait)
 }
 
+// maxPermits is the most permits one acquisition or release names: the
+// scripts hand the count on to DECRBY or INCRBY as sent, and take only
+// what fits in 15 digits (lua/include/whole.lua).
+const maxPermits = 999_999_999_999_999
+
+// checkPermits returns ErrInvalid unless n is from 1 to maxPermits.
+func checkPermits(n int) error {
+	if err := checkCount("permits", int64(n), 1); err != nil {
+		return err
+	}
+	if int64(n) > maxPermits {
+		return fmt.Errorf("%w: permits %d, want at most %d", ErrInvalid, n, int64(maxPermits))
+	}
+	return nil
+}
+
 // take is acquire without the event.
 func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 	if err := s.usable(ctx); err != nil {
 		return wrapErr(verbAcquire, s.name, err)
 	}
-	if err := checkCount("permits", int64(n), 1); err != nil {
+	if err := checkPermits(n); err != nil {
 		return wrapErr(verbAcquire, s.name, err)
 	}
 	// One request id for the whole call: a refused attempt leaves no
@@ -247,12 +263,13 @@ func (s *Semaphore) take(ctx context.Context, n int, wait time.Duration) error {
 // permits that were never taken are added: the semaphore has no upper
 // bound (as Redisson's). A release whose reply was lost is sent again
 // under its unlock latch, so it counts once. It returns ErrInvalid for
-// n < 1 or a bad name, ErrClosed, ctx's error or the Redis error.
+// n < 1, n ≥ 10^15 or a bad name, ErrClosed, ctx's error or the Redis
+// error.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.usable(ctx); err != nil {
 		return wrapErr(verbRelease, s.name, err)
 	}
-	if err := checkCount("permits", int64(n), 1); err != nil {
+	if err := checkPermits(n); err != nil {
 		return wrapErr(verbRelease, s.name, err)
 	}
 	return wrapErr(verbRelease, s.name, s.release(ctx, n))

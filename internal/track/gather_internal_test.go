@@ -9,6 +9,33 @@ import (
 	"time"
 )
 
+// gatherNode returns a tracker with Config.Gather gather and its node,
+// in place and with no goroutine (the test plays it), and a send that
+// writes the queue's checks as the sender would and returns them.
+func gatherNode(t *testing.T, gather time.Duration) (*Tracker, *node, func() []sent) {
+	tr := New(Dialer{Addr: func(context.Context, string) (string, error) { return "node", nil }}, Config{Gather: gather})
+	t.Cleanup(tr.Close)
+	n := tr.newNode("node")
+	tr.nodes["node"] = n
+	conn, peer := net.Pipe()
+	t.Cleanup(func() { conn.Close(); peer.Close() })
+	out := bufio.NewWriter(io.Discard)
+	send := func() []sent {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		n.pending = n.pending[:0]
+		n.writeChecks(conn, out)
+		var checks []sent
+		for _, s := range n.pending {
+			if s.check != nil {
+				checks = append(checks, s)
+			}
+		}
+		return checks
+	}
+	return tr, n, send
+}
+
 // A new watch's first check waits for Config.Gather without waking the
 // sender: a hold stopped before then sends nothing, and a check sent for
 // any other reason first takes the waiting first checks along in its call;
@@ -16,30 +43,6 @@ import (
 // and the next wait is longer.
 // With Gather negative the first check wakes the sender at once.
 func TestGather_firstChecks(t *testing.T) {
-	setup := func(gather time.Duration) (*Tracker, *node, func() []sent) {
-		tr := New(Dialer{Addr: func(context.Context, string) (string, error) { return "node", nil }}, Config{Gather: gather})
-		t.Cleanup(tr.Close)
-		// The node is in place and has no goroutine: the test plays it.
-		n := tr.newNode("node")
-		tr.nodes["node"] = n
-		conn, peer := net.Pipe()
-		t.Cleanup(func() { conn.Close(); peer.Close() })
-		out := bufio.NewWriter(io.Discard)
-		send := func() []sent {
-			tr.mu.Lock()
-			defer tr.mu.Unlock()
-			n.pending = n.pending[:0]
-			n.writeChecks(conn, out)
-			var checks []sent
-			for _, s := range n.pending {
-				if s.check != nil {
-					checks = append(checks, s)
-				}
-			}
-			return checks
-		}
-		return tr, n, send
-	}
 	spec := &Spec{Name: "check", SHA1: "sha", Source: "return {}"}
 	nop := func(uint64, Loss) {}
 	kicked := func(n *node) bool {
@@ -51,7 +54,7 @@ func TestGather_firstChecks(t *testing.T) {
 		}
 	}
 
-	tr, n, send := setup(time.Hour)
+	tr, n, send := gatherNode(t, time.Hour)
 	var a, b, c, e Watch
 	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 1, nop)
 	tr.mu.Lock()
@@ -165,10 +168,92 @@ func TestGather_firstChecks(t *testing.T) {
 		t.Fatalf("queued = %d after stopping watches already sent, want 0", count)
 	}
 
-	tr, n, _ = setup(-1)
+	tr, n, _ = gatherNode(t, -1)
 	var d Watch
 	tr.Add(&d, Target{Spec: spec, Key: "d", Field: "f"}, 4, nop)
 	if !kicked(n) {
 		t.Fatal("with Gather negative, the first check did not wake the sender")
+	}
+}
+
+// A handle reuses its Watch for each hold: stopped and added again while
+// its first check waits, it counts as waiting again, however often that
+// happens in one gathering, and the other watches' first checks are sent
+// too. A gathering whose checks another send took along leaves the wait
+// at Gather.
+func TestGather_reusedWatch(t *testing.T) {
+	tr, n, send := gatherNode(t, time.Hour)
+	sendChecks := func() (k int) {
+		for _, s := range send() {
+			k += len(s.check)
+		}
+		return k
+	}
+	woken := func() bool {
+		select {
+		case <-n.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	spec := &Spec{Name: "check", SHA1: "sha", Source: "return {}"}
+	nop := func(uint64, Loss) {}
+	var a, b Watch
+	for i := range 5 {
+		tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, uint64(i), nop)
+		a.Stop()
+	}
+	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 5, nop) // kept
+	tr.mu.Lock()
+	count := n.queued
+	tr.mu.Unlock()
+	n.gathered()
+	if w := woken(); !w || count != 1 {
+		t.Fatalf("a watch added 6 times, stopped 5: queued %d, sender woken %v; want 1, true", count, w)
+	}
+	if got := sendChecks(); got != 1 {
+		t.Fatalf("%d first checks sent, want a's", got)
+	}
+	a.Stop()
+	tr.mu.Lock()
+	count = n.queued
+	tr.mu.Unlock()
+	if count != 0 {
+		t.Fatalf("queued %d after a's check went out and a stopped, want 0", count)
+	}
+
+	// Short holds, then another watch: its first check is sent.
+	for i := range 5 {
+		tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, uint64(10+i), nop)
+		a.Stop()
+	}
+	n.gathered()
+	tr.Add(&b, Target{Spec: spec, Key: "b", Field: "f"}, 20, nop)
+	n.gathered()
+	if !woken() {
+		t.Fatal("b's gathering ended without waking the sender")
+	}
+	if got := sendChecks(); got != 1 {
+		t.Fatalf("%d first checks sent, want b's", got)
+	}
+
+	// A first check sent by another send before its gathering ends: the
+	// next wait is Gather, not longer.
+	tr.mu.Lock()
+	b.inflight = false
+	n.wait = 4 * time.Hour
+	tr.mu.Unlock()
+	b.Stop()
+	tr.Add(&a, Target{Spec: spec, Key: "a", Field: "f"}, 30, nop)
+	if got := sendChecks(); got != 1 {
+		t.Fatalf("%d first checks sent, want a's", got)
+	}
+	n.gathered()
+	tr.mu.Lock()
+	wait := n.wait
+	tr.mu.Unlock()
+	if wait != time.Hour {
+		t.Fatalf("wait after a gathering whose check went out with another send = %v, want Gather", wait)
 	}
 }

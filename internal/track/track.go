@@ -195,6 +195,7 @@ type Watch struct {
 	n          *node
 	prev, next *Watch // the other watches of target.Key on n
 	queuedOn   *node  // the node whose queue holds it (nil: none)
+	counted    bool   // counted in queuedOn's queued: not stopped since it was queued, or added again since
 	parkedOn   *node  // the node whose parked list holds it (nil: none)
 	inflight   bool   // a check of it was sent and has no reply yet
 	apart      bool   // its check in flight tracked the keys before reading them (armApart)
@@ -382,8 +383,9 @@ func (w *Watch) Stop() {
 }
 
 func (w *Watch) stopLocked() {
-	if n := w.queuedOn; n != nil && !w.stopped {
-		n.unqueued()
+	if n := w.queuedOn; n != nil && w.counted {
+		w.counted = false
+		n.queued--
 	}
 	w.stopped = true
 	if w.timer != nil {
@@ -632,36 +634,44 @@ func (n *node) eachOf(w *Watch, f func(*Watch)) {
 }
 
 func (n *node) enqueue(w *Watch) {
-	if w.queuedOn == n || w.stopped {
+	if w.stopped || !n.queueUp(w) {
 		return
 	}
 	if w.parkedOn == n {
 		w.parkedOn = nil
 	}
+	n.kicked()
+}
+
+// queueUp appends w to the queue and counts it in queued. A watch the
+// queue holds already is not appended again, but counted again if it was
+// stopped there and added again since (a handle's watch, reused for its
+// next hold). It reports whether w was appended. t.mu is held.
+func (n *node) queueUp(w *Watch) bool {
+	if !w.counted || w.queuedOn != n {
+		n.queued++
+	}
+	w.counted = true
+	if w.queuedOn == n {
+		return false
+	}
 	w.queuedOn = n
 	n.queue = append(n.queue, w)
-	n.queued++
-	n.kicked()
+	return true
 }
 
 // enqueueLater queues the first check of w, to be sent within Gather
 // with the others queued meanwhile (at once if the sender is woken for
 // something else first). t.mu is held.
 func (n *node) enqueueLater(w *Watch) {
-	if w.queuedOn == n || w.stopped {
+	if w.stopped || !n.queueUp(w) {
 		return
 	}
-	w.queuedOn = n
-	n.queue = append(n.queue, w)
-	n.queued++
 	if !n.gathering {
 		n.gathering = true
 		n.gather.Reset(n.wait)
 	}
 }
-
-// unqueued is called when a watch in the queue stops. t.mu is held.
-func (n *node) unqueued() { n.queued-- }
 
 // gathered runs when the first checks have gathered (n.wait): it wakes
 // the sender if a watch in the queue is live, and the next wait is
@@ -673,19 +683,31 @@ func (n *node) gathered() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n.gathering = false
-	if n.queued > 0 {
+	switch {
+	case n.queued > 0:
 		n.wait = t.cfg.Gather
 		n.kicked()
 		return
+	case len(n.queue) == 0:
+		// Another send took the checks gathered: they went out.
+		n.wait = t.cfg.Gather
+		return
 	}
 	n.wait = min(2*n.wait, gatherStretch*t.cfg.Gather)
+	n.unqueueAll()
+}
+
+// unqueueAll empties the queue: its watches are no longer queued. t.mu is
+// held.
+func (n *node) unqueueAll() {
 	for _, x := range n.queue {
 		if x.queuedOn == n {
-			x.queuedOn = nil
+			x.queuedOn, x.counted = nil, false
 		}
 	}
 	clear(n.queue)
 	n.queue = n.queue[:0]
+	n.queued = 0
 }
 
 // kicked tells the sender there is work.
@@ -1565,7 +1587,7 @@ func (n *node) writeChecks(conn net.Conn, w *bufio.Writer) {
 	order, groups := n.order[:0], n.groups
 	for _, x := range n.queue {
 		if x.queuedOn == n {
-			x.queuedOn = nil
+			x.queuedOn, x.counted = nil, false
 		}
 		if x.stopped || x.n != n || x.inflight {
 			continue

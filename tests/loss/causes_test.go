@@ -250,3 +250,40 @@ func restartCase(t *testing.T, rdb redis.UniversalClient, nodeOf func(name strin
 		})
 	}
 }
+
+// A handle reuses its watch for each hold. Holds taken in a tight loop
+// and released before their first check, then one kept: the kept hold's
+// first check is sent, and a force unlock of it ends it within waitLoss;
+// so does one taken after the loop by another handle. (The watch stopped
+// and added again within one gathering of first checks must count as
+// waiting for its check.)
+func TestLoss_afterShortHolds(t *testing.T) {
+	realBackends(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		c := newClient(t, rdb, lualock.Options{})
+		other := newClient(t, rdb, lualock.Options{})
+		name := backends.UniqueName(t)
+		l := c.NewLock(name)
+		for range 500 {
+			if err := l.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l2 := c.NewLock(name + "-2")
+		if err := l2.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []*lualock.Lock{l, l2} {
+			if deleted, err := other.NewLock(x.Name()).ForceUnlock(ctx); err != nil || !deleted {
+				t.Fatalf("ForceUnlock(%s) = %v, %v", x.Name(), deleted, err)
+			}
+			wantLost(t, hold{ctx: x.Context()}, "force unlock of "+x.Name())
+		}
+	})
+}

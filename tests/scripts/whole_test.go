@@ -19,8 +19,9 @@ import (
 // PEXPIRE, SET PX, INCRBY or DECRBY as sent (include/whole.lua): anything
 // but the digits of a positive integer below 10^15, written as Redis
 // writes it, is refused with the argument's error before any write; the
-// same call with the canonical values changes the keys, so each refusal
-// below is one that would otherwise have written.
+// same call with the canonical values writes what it should (the values
+// and TTLs checked), so each refusal below is one that would otherwise
+// have written.
 func TestWholeNumberArguments(t *testing.T) {
 	bad := []string{"", "0", "-1", "+30000", "030000", "3e4", "30000.0", " 30000", "30000 ", "0x7530", "1000000000000000", "x"}
 	backends.Each(t, func(t *testing.T, b backends.Backend, rdb redis.UniversalClient) {
@@ -43,6 +44,32 @@ func TestWholeNumberArguments(t *testing.T) {
 				}
 			}
 		}
+		// field checks a hash field's value, and that the key's TTL is at
+		// most maxMS (and set); str the same of a string key (maxMS -1:
+		// no TTL).
+		ttlAtMost := func(key string, maxMS int64) {
+			ms, err := rdb.Do(ctx, "pttl", key).Int64()
+			if err != nil || (maxMS < 0 && ms != -1) || (maxMS >= 0 && (ms <= 0 || ms > maxMS)) {
+				t.Fatalf("PTTL %s = %d, %v; want up to %d ms", key, ms, err, maxMS)
+			}
+		}
+		field := func(key, f, want string, maxMS int64) func() {
+			return func() {
+				if v, err := rdb.HGet(ctx, key, f).Result(); err != nil || v != want {
+					t.Fatalf("HGET %s %s = %q, %v; want %q", key, f, v, err, want)
+				}
+				ttlAtMost(key, maxMS)
+			}
+		}
+		str := func(key, want string, maxMS int64) func() {
+			return func() {
+				if v, err := rdb.Get(ctx, key).Result(); err != nil || v != want {
+					t.Fatalf("GET %s = %q, %v; want %q", key, v, err, want)
+				}
+				ttlAtMost(key, maxMS)
+			}
+		}
+		both := func(f, g func()) func() { return func() { f(); g() } }
 		for _, c := range []struct {
 			script *luart.Script
 			setup  func()
@@ -50,20 +77,21 @@ func TestWholeNumberArguments(t *testing.T) {
 			args   []string
 			pos    []int // indexes into args of the whole-number arguments
 			names  []string
+			after  func() // checks what the canonical call wrote
 		}{
-			{generated.LockAcquireScript, nil, []string{u + "a"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}},
-			{generated.LockReleaseScript, held(u+"b", "c1:1", "2"), []string{u + "b", u + "b-ch", u + "b-latch"}, []string{"30000", "c1:1", "10000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}},
-			{generated.LockReleaseScript, held(u+"c", "c1:1", "1"), []string{u + "c", u + "c-ch", u + "c-latch"}, []string{"30000", "c1:1", "10000", "publish", "1"}, []int{2}, []string{"latch_ms"}},
-			{generated.LockRenewScript, held(u+"d", "c1:1", "1"), []string{u + "d"}, []string{"30000", "0", "c1:1"}, []int{0}, []string{"lease_ms"}},
-			{generated.FencedAcquireScript, nil, []string{u + "e", u + "e-token"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}},
-			{generated.FairAcquireScript, nil, []string{u + "f", u + "f-queue", u + "f-timeouts", u + "f-ch"}, []string{"30000", "c1:1", "60000", "1", "publish"}, []int{0}, []string{"lease_ms"}},
-			{generated.FairReleaseScript, held(u+"g", "c1:1", "2"), []string{u + "g", u + "g-queue", u + "g-timeouts", u + "g-ch", u + "g-latch"}, []string{"30000", "c1:1", "10000", "60000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}},
-			{generated.RwlockReadAcquireScript, nil, []string{u + "h", u + "h"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}},
-			{generated.RwlockWriteAcquireScript, nil, []string{u + "i"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}},
-			{generated.RwlockReadReleaseScript, held(u+"j", "mode", "read", "c1:1", "1"), []string{u + "j", u + "j", u + "j-ch", u + "j-latch"}, []string{"c1:1", "10000", "publish", "1"}, []int{1}, []string{"latch_ms"}},
-			{generated.RwlockWriteReleaseScript, held(u+"k", "mode", "write", "c1:1:write", "2"), []string{u + "k", u + "k-ch", u + "k-latch"}, []string{"30000", "c1:1", "10000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}},
-			{generated.SemaphoreAcquireScript, count(u+"l", "5"), []string{u + "l", u + "l-req", u + "l-claim"}, []string{"2", "10000", "", "0"}, []int{0, 1}, []string{"permits", "latch_ms"}},
-			{generated.SemaphoreReleaseScript, count(u+"m", "5"), []string{u + "m", u + "m-ch", u + "m-req"}, []string{"2", "10000", "publish"}, []int{0, 1}, []string{"permits", "latch_ms"}},
+			{generated.LockAcquireScript, nil, []string{u + "a"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}, field(u+"a", "c1:1", "1", 30_000)},
+			{generated.LockReleaseScript, held(u+"b", "c1:1", "2"), []string{u + "b", u + "b-ch", u + "b-latch"}, []string{"30000", "c1:1", "10000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}, field(u+"b", "c1:1", "1", 30_000)},
+			{generated.LockReleaseScript, held(u+"c", "c1:1", "1"), []string{u + "c", u + "c-ch", u + "c-latch"}, []string{"30000", "c1:1", "10000", "publish", "1"}, []int{2}, []string{"latch_ms"}, str(u+"c-latch", "1", 10_000)},
+			{generated.LockRenewScript, held(u+"d", "c1:1", "1"), []string{u + "d"}, []string{"30000", "0", "c1:1"}, []int{0}, []string{"lease_ms"}, field(u+"d", "c1:1", "1", 30_000)},
+			{generated.FencedAcquireScript, nil, []string{u + "e", u + "e-token"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}, field(u+"e", "c1:1", "1", 30_000)},
+			{generated.FairAcquireScript, nil, []string{u + "f", u + "f-queue", u + "f-timeouts", u + "f-ch"}, []string{"30000", "c1:1", "60000", "1", "publish"}, []int{0}, []string{"lease_ms"}, field(u+"f", "c1:1", "1", 30_000)},
+			{generated.FairReleaseScript, held(u+"g", "c1:1", "2"), []string{u + "g", u + "g-queue", u + "g-timeouts", u + "g-ch", u + "g-latch"}, []string{"30000", "c1:1", "10000", "60000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}, field(u+"g", "c1:1", "1", 30_000)},
+			{generated.RwlockReadAcquireScript, nil, []string{u + "h", u + "h"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}, field(u+"h", "c1:1", "1", 30_000)},
+			{generated.RwlockWriteAcquireScript, nil, []string{u + "i"}, []string{"30000", "c1:1", "1"}, []int{0}, []string{"lease_ms"}, field(u+"i", "c1:1:write", "1", 30_000)},
+			{generated.RwlockReadReleaseScript, held(u+"j", "mode", "read", "c1:1", "1"), []string{u + "j", u + "j", u + "j-ch", u + "j-latch"}, []string{"c1:1", "10000", "publish", "1"}, []int{1}, []string{"latch_ms"}, str(u+"j-latch", "1", 10_000)},
+			{generated.RwlockWriteReleaseScript, held(u+"k", "mode", "write", "c1:1:write", "2"), []string{u + "k", u + "k-ch", u + "k-latch"}, []string{"30000", "c1:1", "10000", "publish", "2"}, []int{0, 2}, []string{"lease_ms", "latch_ms"}, field(u+"k", "c1:1:write", "1", 60_000_000_000)},
+			{generated.SemaphoreAcquireScript, count(u+"l", "5"), []string{u + "l", u + "l-req", u + "l-claim"}, []string{"2", "10000", "", "0"}, []int{0, 1}, []string{"permits", "latch_ms"}, both(str(u+"l", "3", -1), str(u+"l-req", "1", 10_000))},
+			{generated.SemaphoreReleaseScript, count(u+"m", "5"), []string{u + "m", u + "m-ch", u + "m-req"}, []string{"2", "10000", "publish"}, []int{0, 1}, []string{"permits", "latch_ms"}, both(str(u+"m", "7", -1), str(u+"m-req", "7", 10_000))},
 		} {
 			if c.setup != nil {
 				c.setup()
@@ -90,6 +118,7 @@ func TestWholeNumberArguments(t *testing.T) {
 			if got := tagState(t, rdb, u); slices.Equal(got, before) {
 				t.Fatalf("%s changed nothing with its canonical arguments: the refusals prove nothing", c.script.Name)
 			}
+			c.after()
 		}
 		// The largest value taken: 10^15 - 1 ms, as PEXPIRE sets it
 		// (miniredis keeps a TTL as a Duration, which overflows there).
