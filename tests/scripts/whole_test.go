@@ -152,22 +152,13 @@ func tagState(t *testing.T, rdb redis.UniversalClient, tag string) []string {
 	pattern := "*" + strings.NewReplacer("{", `\{`, "}", `\}`).Replace(tag) + "*"
 	var names []string
 	var mu sync.Mutex
-	keysOf := func(ctx context.Context, c *redis.Client) error {
+	masters(t, rdb, func(c redis.Cmdable) error {
 		ks, err := c.Keys(ctx, pattern).Result()
 		mu.Lock()
 		names = append(names, ks...)
 		mu.Unlock()
 		return err
-	}
-	var err error
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, keysOf)
-	} else {
-		err = keysOf(ctx, rdb.(*redis.Client))
-	}
-	if err != nil {
-		t.Fatalf("KEYS %s: %v", pattern, err)
-	}
+	})
 	var out []string
 	for _, k := range names {
 		typ := rdb.Type(ctx, k).Val()
