@@ -18,9 +18,10 @@ import (
 // pipeline. A queue that no send has taken for 5 ms goes out on a send of
 // its own (up to three such sends at a time), so that a stalled connection
 // holds up no more than its own calls. A queued call returns when its
-// context ends. It is what a Client on a *redis.Client or a failover
-// client uses when Options.Scripter is nil; given a *redis.Ring it returns
-// rdb. See docs/GUIDE.md, Many goroutines.
+// context ends. A Client uses it when Options.Scripter is nil on a redis
+// client that is neither a *redis.Client (those get a pipelined
+// connection of their own) nor a *redis.ClusterClient; given a
+// *redis.Ring it returns rdb. See docs/GUIDE.md, Many goroutines.
 func Batched(rdb redis.UniversalClient) redis.Scripter {
 	if r, ok := rdb.(*redis.Ring); ok {
 		return r // luart loads a script on each shard only through the Ring itself

@@ -408,8 +408,9 @@ func TestBatcher_loneCallsGoOutAlone(t *testing.T) {
 }
 
 // TestNew_batchesByDefault: a client without Options.Scripter sends its
-// scripts through a batcher on the redis client; with one, or on a
-// cluster, it does not.
+// scripts on its own pipelined connection on a *redis.Client, through a
+// batcher on a redis client of another kind; with Options.Scripter set,
+// or on a cluster, on neither.
 func TestNew_batchesByDefault(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New sends nothing
 	defer func() { _ = rdb.Close() }()
@@ -418,16 +419,43 @@ func TestNew_batchesByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	if c.batch == nil || c.batch.rdb != rdb {
-		t.Errorf("default client: batcher %v, want one on the redis client", c.batch)
+	if c.piped == nil || c.batch != nil || c.piped.Scripter != rdb {
+		t.Errorf("default client: pipe %v, batcher %v; want a pipe beside the redis client", c.piped, c.batch)
+	}
+	other, err := New(wrappedClient{rdb}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	if other.batch == nil || other.piped != nil {
+		t.Errorf("client on another kind of redis client: batcher %v, pipe %v; want a batcher", other.batch, other.piped)
+	}
+	for name, edit := range map[string]func(*redis.Options){
+		"OnConnect": func(o *redis.Options) {
+			o.OnConnect = func(context.Context, *redis.Conn) error { return nil }
+		},
+		"Limiter": func(o *redis.Options) { o.Limiter = allowAll{} },
+	} {
+		o := &redis.Options{Addr: "127.0.0.1:1"}
+		edit(o)
+		r := redis.NewClient(o)
+		defer func() { _ = r.Close() }()
+		c, err := New(r, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		if c.batch == nil || c.piped != nil {
+			t.Errorf("a redis client with %s: batcher %v, pipe %v; want a batcher (the pipe's connection would skip it)", name, c.batch, c.piped)
+		}
 	}
 	plain, err := New(rdb, Options{Scripter: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = plain.Close() }()
-	if plain.batch != nil {
-		t.Error("client with Options.Scripter set: has a batcher, want none")
+	if plain.batch != nil || plain.piped != nil {
+		t.Error("client with Options.Scripter set: has a batcher or a pipe, want neither")
 	}
 	crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	defer func() { _ = crdb.Close() }()
@@ -436,7 +464,16 @@ func TestNew_batchesByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cc.Close() }()
-	if cc.batch != nil {
-		t.Error("client on a cluster: has a batcher, want none (a pipeline waits for its slowest node)")
+	if cc.batch != nil || cc.piped != nil {
+		t.Error("client on a cluster: has a batcher or a pipe, want neither (a pipeline waits for its slowest node)")
 	}
 }
+
+// wrappedClient is a redis client of a kind New does not know.
+type wrappedClient struct{ *redis.Client }
+
+// allowAll is a go-redis Limiter that allows everything.
+type allowAll struct{}
+
+func (allowAll) Allow() error       { return nil }
+func (allowAll) ReportResult(error) {}

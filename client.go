@@ -46,7 +46,8 @@ type Client struct {
 	track   *track.Tracker // watches the holds (nil: Options.NoHoldTracking)
 	ack     *replicaAck    // replica acknowledgement; nil when off
 	latches *latchSweeper  // deletes the latches of releases that got their reply
-	batch   *batcher       // sends the scripts, but on a cluster or with Options.Scripter set
+	batch   *batcher       // sends the scripts on a UniversalClient of another kind
+	piped   *pipeScripter  // sends the scripts on a *redis.Client, unless Options.Scripter is set
 	kw      keyWatches     // change watches of waiters' keys (holdwatch.go)
 	bgMu    sync.Mutex
 	bgDone  bool           // Close has waited for the background work
@@ -79,13 +80,23 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		return nil, err
 	}
 	var batch *batcher
+	var piped *pipeScripter
 	var scripts redis.Scripter
 	if s := cfg.Scripter; s == nil {
-		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		switch r := rdb.(type) {
+		case *redis.ClusterClient:
 			// A cluster pipeline waits for its slowest node: a node that
 			// stops answering would hold up the calls to the others.
 			scripts = rdb
-		} else {
+		case *redis.Client:
+			if pipeable(r) {
+				piped = newPipeScripter(r)
+				scripts = piped
+				break
+			}
+			batch = Batched(rdb).(*batcher)
+			scripts = batch
+		default:
 			batch = Batched(rdb).(*batcher)
 			scripts = batch
 		}
@@ -107,7 +118,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("lualock: client id: %w", err)
 		}
 	}
-	c := &Client{rdb: rdb, cfg: cfg, id: id, batch: batch, closing: make(chan struct{}), done: make(chan struct{})}
+	c := &Client{rdb: rdb, cfg: cfg, id: id, batch: batch, piped: piped, closing: make(chan struct{}), done: make(chan struct{})}
 	acquire := scripts
 	if c.ack = newReplicaAck(c); c.ack != nil {
 		// An acquire script of a replicated primary runs on the
@@ -171,6 +182,9 @@ func (c *Client) Close() error {
 	c.latches.close()
 	if c.batch != nil {
 		c.batch.close() // waits for the batches under way
+	}
+	if c.piped != nil {
+		c.piped.close() // ends the calls under way and stops the readers
 	}
 	return err
 }

@@ -86,16 +86,18 @@ type Options struct {
 	PubSub PubSubMode
 
 	// Scripter runs the lock scripts (acquire, release, leave, force
-	// release, status). Default nil: Batched on the redis client given to
-	// New (on a *redis.ClusterClient, that client itself: a cluster
-	// pipeline waits for its slowest node). Set it to the redis client
-	// itself to send each call on its own connection, or to another
-	// scripter on the same deployment: go-redis's rdb.AutoPipeline()
-	// (which does not honour a queued command's context) or a rueidis
-	// client through github.com/lualock/lualock/extra/lualockrueidis.
-	// Every script is safe to resend. It must not be a pipeline
-	// (redis.Pipeliner); the Client does not close it. See docs/GUIDE.md,
-	// Many goroutines.
+	// release, status). Default nil: on a *redis.Client (a failover client
+	// included), a pipelined connection of the Client's own, set up from
+	// the client's options, whose calls still pass through the hooks
+	// added to it before New; on a *redis.ClusterClient, that client
+	// itself (a cluster pipeline waits for its slowest node); on another
+	// kind, Batched. Set it to the redis client itself to send each call
+	// on a pooled connection, or to another scripter on the same
+	// deployment: Batched, go-redis's rdb.AutoPipeline() (which does not
+	// honour a queued command's context) or a rueidis client through
+	// github.com/lualock/lualock/extra/lualockrueidis. Every script is
+	// safe to resend. It must not be a pipeline (redis.Pipeliner); the
+	// Client does not close it. See docs/GUIDE.md, Many goroutines.
 	Scripter redis.Scripter
 
 	// NoHoldTracking turns off the hold tracker. By default every hold (a

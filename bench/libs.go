@@ -220,8 +220,8 @@ func openLualock(fair, autoPipeline bool) func(*env, openOpts) (instance, error)
 }
 
 // openLualockPlain opens lualock with its scripts sent by its go-redis
-// client itself (Options.Scripter = rdb): one call per connection, as
-// before the default batched them.
+// client itself (Options.Scripter = rdb): one call per pooled
+// connection, as before the default pipelined them.
 func openLualockPlain(e *env, o openOpts) (instance, error) {
 	rdb, n := goRedis(e.cfg.addr, o.name)
 	opts := lualock.Options{WatchdogLease: o.wdLease, ReplicaAck: e.cfg.ack, Scripter: rdb}
