@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/lualock/lualock/internal/pipe"
 	"github.com/redis/go-redis/v9"
@@ -19,7 +16,7 @@ import (
 // Client's own pipelined connection to the server (internal/pipe), dialed
 // and set up as rdb's own connections are. Each call still goes through
 // rdb.Process, so that the hooks added to rdb before New see it: the
-// innermost hook, pipeHook, sends it on the pipe instead of a pooled
+// Client's own hook, pipeHook, sends it on the pipe instead of a pooled
 // connection. Every other command of the Scripter interface (SCRIPT LOAD
 // after a NOSCRIPT among them), and a call with an argument of a kind the
 // pipe does not write, goes through rdb as before.
@@ -54,41 +51,32 @@ func newPipeScripter(rdb *redis.Client) *pipeScripter {
 			return opt.DialerRetryTimeout
 		},
 	})
-	hookOnce(rdb)
+	rdb.AddHook(pipeHook{p: p})
 	return &pipeScripter{Scripter: rdb, rdb: rdb, p: p}
 }
 
 // pipeable reports whether rdb's options leave nothing a pipe's
 // connection would miss: an OnConnect callback (run on each of rdb's own
-// connections) or a Limiter (asked before each command of rdb's own)
+// connections), a Limiter (asked before each command of rdb's own) or a
+// StreamingCredentialsProvider (re-authenticating rdb's connections)
 // keeps the scripts on rdb, through Batched.
 func pipeable(rdb *redis.Client) bool {
 	opt := rdb.Options()
-	return opt.OnConnect == nil && opt.Limiter == nil
+	return opt.OnConnect == nil && opt.Limiter == nil && opt.StreamingCredentialsProvider == nil
 }
 
-// hooked holds the redis clients that have a pipeHook, weakly.
-var hooked sync.Map // weak.Pointer[redis.Client] -> struct{}
-
-// hookOnce adds a pipeHook to rdb, unless it has one.
-func hookOnce(rdb *redis.Client) {
-	wp := weak.Make(rdb)
-	if _, loaded := hooked.LoadOrStore(wp, struct{}{}); loaded {
-		return
-	}
-	runtime.AddCleanup(rdb, func(wp weak.Pointer[redis.Client]) { hooked.Delete(wp) }, wp)
-	rdb.AddHook(pipeHook{})
-}
-
-// pipeHook sends a pipedCmd on its pipe; every other command, and every
-// pipeline, goes on down the chain.
-type pipeHook struct{}
+// pipeHook sends the pipedCmds of its pipe on it; every other command,
+// and every pipeline, goes on down the chain. Each Client adds its own,
+// innermost of the hooks rdb has then: the hooks added before see its
+// calls. After Close its calls go down the chain, to rdb's pool, and the
+// hook stays in rdb's chain, passing everything on.
+type pipeHook struct{ p *pipe.Pipe }
 
 func (pipeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if pc, ok := cmd.(*pipedCmd); ok && !pc.p.Closed() && pc.pipeable() {
+		if pc, ok := cmd.(*pipedCmd); ok && pc.p == h.p && !h.p.Closed() {
 			return pc.send(ctx)
 		}
 		return next(ctx, cmd)
@@ -117,6 +105,7 @@ func (s *pipeScripter) EvalShaRO(ctx context.Context, sha1 string, keys []string
 
 // eval makes the command as go-redis's EvalSha does, and processes it.
 func (s *pipeScripter) eval(ctx context.Context, name, sha string, keys []string, args []any) *redis.Cmd {
+	orig := args
 	a := make([]any, 3+len(keys), 3+len(keys)+len(args))
 	a[0], a[1], a[2] = name, sha, len(keys)
 	for i, k := range keys {
@@ -135,21 +124,16 @@ func (s *pipeScripter) eval(ctx context.Context, name, sha string, keys []string
 			args = nil
 		}
 	}
+	for _, x := range args {
+		if !pipeableArg(x) {
+			// go-redis writes (and flattens) it its own way.
+			return evalSha(ctx, s.rdb, name == "evalsha_ro", sha, keys, orig)
+		}
+	}
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
 	_ = s.rdb.Process(ctx, &pipedCmd{Cmd: cmd, p: s.p})
 	return cmd
-}
-
-// pipeable reports whether the pipe writes every argument of c as
-// go-redis would.
-func (c *pipedCmd) pipeable() bool {
-	for _, a := range c.Args() {
-		if !pipeableArg(a) {
-			return false
-		}
-	}
-	return true
 }
 
 // send sends c on its pipe and sets its reply, as go-redis would have.

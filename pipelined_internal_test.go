@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,23 +120,36 @@ func TestPipeScripter_sameAsGoRedis(t *testing.T) {
 	}
 }
 
-// TestPipeScripter_hookOnce checks that two Clients on one redis client
-// add one pipe hook between them.
-func TestPipeScripter_hookOnce(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // nothing is sent
+// TestPipeScripter_hookPerClient checks that a hook added to rdb between
+// two Clients' New sees the second's calls and not the first's, and that
+// each Client's calls go on its own pipe.
+func TestPipeScripter_hookPerClient(t *testing.T) {
+	srv := harness.StartStandalone(t)
+	ctx := t.Context()
+	rdb := srv.Client()
 	defer rdb.Close()
-	a, b := newPipeScripter(rdb), newPipeScripter(rdb)
+	a := newPipeScripter(rdb)
 	defer a.close()
+	log := &hookLog{}
+	rdb.AddHook(log)
+	b := newPipeScripter(rdb)
 	defer b.close()
-	n := 0
-	hooked.Range(func(k, _ any) bool {
-		if k.(interface{ Value() *redis.Client }).Value() == rdb {
-			n++
-		}
-		return true
-	})
-	if n != 1 {
-		t.Fatalf("rdb is in the hooked set %d times, want once", n)
+	sha, err := rdb.ScriptLoad(ctx, echoScript).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	if err := a.EvalSha(ctx, sha, []string{"a"}, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EvalSha(ctx, sha, []string{"b"}, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen := log.take(); len(seen) != 1 || !strings.Contains(seen[0], " b ") {
+		t.Fatalf("the hook added between the two saw %q, want the second's call only", seen)
+	}
+	if a.p.Pending() != 0 || b.p.Pending() != 0 {
+		t.Fatal("calls left pending")
 	}
 }
 

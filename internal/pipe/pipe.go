@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -104,14 +105,14 @@ func (p *Pipe) Do(ctx context.Context, enc func([]byte) []byte) (v any, isNil bo
 	if len(p.slots) > 1 {
 		s = &p.slots[int(p.next.Add(1))%len(p.slots)]
 	}
-	for {
+	for attempt := 1; ; attempt++ {
 		c, err := p.conn(ctx, s)
 		if err != nil {
 			return nil, false, err
 		}
 		v, isNil, err := c.do(ctx, enc)
-		if errors.Is(err, errStale) {
-			continue // written to none: dial again
+		if errors.Is(err, errStale) && attempt < 3 {
+			continue // nothing written: dial again
 		}
 		return v, isNil, err
 	}
@@ -123,9 +124,9 @@ func (p *Pipe) Do(ctx context.Context, enc func([]byte) []byte) (v any, isNil bo
 // pooled connection; one closed is dialed again and the call sent there.
 const idleCheck = 500 * time.Millisecond
 
-// errStale is the error of a call that found its connection closed while
-// idle, before writing anything.
-var errStale = errors.New("pipe: connection closed while idle")
+// errStale is the error of a call that found its connection closed (while
+// idle, or broken by another call), before writing anything.
+var errStale = fmt.Errorf("pipe: connection closed before the write: %w", io.EOF)
 
 // conn returns s's connection, dialing it when there is none or it broke.
 func (p *Pipe) conn(ctx context.Context, s *slot) (*conn, error) {
@@ -180,7 +181,7 @@ func (p *Pipe) conn(ctx context.Context, s *slot) (*conn, error) {
 
 // dial connects and sets the connection up: HELLO (with AUTH), SELECT,
 // CLIENT SETNAME, written together and read back in order. A server that
-// refuses HELLO (before Redis 6) gets AUTH alone and speaks RESP2.
+// refuses HELLO gets AUTH apart and speaks RESP2, as go-redis does.
 func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 	p.mu.Lock()
 	closed := p.closed
@@ -234,11 +235,9 @@ func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 		return fail(err)
 	}
 	proto := p.cfg.Protocol
-	if rerr, ok := v.(ReplyError); ok {
-		if p.cfg.Protocol != 2 || !strings.Contains(strings.ToLower(string(rerr)), "unknown command") {
-			return fail(fmt.Errorf("pipe: HELLO: %w", rerr))
-		}
-		// A server before Redis 6: RESP2, AUTH apart.
+	if _, ok := v.(ReplyError); ok {
+		// A server that refuses HELLO (before Redis 6, or a proxy):
+		// RESP2, AUTH apart, as go-redis does.
 		proto = 2
 		if pass != "" {
 			auth := []string{"AUTH", pass}
@@ -269,6 +268,7 @@ func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 	_ = nc.SetDeadline(time.Time{})
 	c := &conn{nc: nc, timeout: p.cfg.ReadTimeout, wtimeout: p.cfg.WriteTimeout, proto: proto, wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	c.progress.Store(time.Now().UnixNano())
+	c.poke = c.wakeLead
 	c.r = bufio.NewReaderSize(&deadlineReader{c: c}, 32<<10)
 	if r.Buffered() > 0 {
 		return fail(fmt.Errorf("%w: unexpected data after the handshake", errProto))
@@ -352,22 +352,28 @@ type conn struct {
 	wtimeout time.Duration
 	proto    int
 	broken   atomic.Bool
-	progress atomic.Int64 // when a read last returned data, or a wait began (UnixNano)
+	progress atomic.Int64 // UnixNano: when a read last returned data, or replies were first awaited
+	poke     func()       // wakes the lead's read (c.wakeLead), made once
 
-	mu        sync.Mutex
-	err       error // set once: the connection is broken
-	wbuf      []byte
-	spare     []byte
-	writing   bool
-	queue     fifo
-	reading   bool            // a call, or the reader, leads
-	live      int             // calls in queue whose callers wait
-	gen       uint64          // counts leads, for interruptions
-	wake      chan struct{}   // hands the lead to the reader
-	closed    chan struct{}   // closed when the connection breaks
-	interrupt bool            // the lead's context ended: leave at the next reply's start
-	leadCtx   context.Context // the lead's context, when it has a deadline
-	atStart   bool            // the lead waits for the first byte of a reply, none buffered
+	mu       sync.Mutex
+	err      error // set once: the connection is broken
+	wbuf     []byte
+	spare    []byte
+	writing  bool
+	queue    fifo
+	reading  bool          // a call, or the reader, leads
+	live     int           // calls in queue whose callers wait
+	pausedAt time.Time     // when the reading stopped with calls queued (all gone)
+	wake     chan struct{} // hands the lead to the reader
+	closed   chan struct{} // closed when the connection breaks
+
+	// The lead's, read and written by the leading goroutine (under mu
+	// where others look).
+	leadCtx      context.Context // nil for the reader, or a context never done
+	leadDeadline time.Time       // leadCtx's, zero when none
+	watched      bool            // an AfterFunc watches leadCtx
+	stopWatch    func() bool
+	atStart      bool // waiting for a reply's first byte, none buffered
 }
 
 // call is one command waiting for its reply. Its fields but done are
@@ -390,10 +396,10 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 	cl := callPool.Get().(*call)
 	c.mu.Lock()
 	if c.err != nil {
-		err := c.err
+		// Broken before anything was written: the pipe dials again.
 		c.mu.Unlock()
 		callPool.Put(cl)
-		return nil, false, err
+		return nil, false, errStale
 	}
 	if c.queue.size == 0 && !c.reading {
 		now := time.Now()
@@ -407,9 +413,6 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 			}
 		}
 		c.progress.Store(now.UnixNano())
-		if c.timeout > 0 {
-			_ = c.nc.SetReadDeadline(now.Add(c.timeout))
-		}
 	}
 	c.wbuf = enc(c.wbuf)
 	c.queue.push(cl)
@@ -420,9 +423,7 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 			buf := c.wbuf
 			c.wbuf = c.spare[:0]
 			c.mu.Unlock()
-			if c.wtimeout > 0 {
-				_ = c.nc.SetWriteDeadline(time.Now().Add(c.wtimeout))
-			}
+			_ = c.nc.SetWriteDeadline(writeDeadline(ctx, c.wtimeout))
 			_, err := c.nc.Write(buf)
 			c.mu.Lock()
 			c.spare = buf[:0]
@@ -439,10 +440,9 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 		}
 		if !c.reading {
 			c.reading = true
-			c.gen++
 			c.mu.Unlock()
 			if !c.lead(ctx, cl) {
-				return nil, false, ctx.Err()
+				return nil, false, ended(ctx)
 			}
 			return c.result(cl)
 		}
@@ -464,6 +464,30 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 	}
 }
 
+// ended returns the error of a context a lead left because it ended: its
+// Err, or DeadlineExceeded when its deadline passed before its own timer
+// said so.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// writeDeadline is a write's deadline: WriteTimeout from now, or the
+// writer's context's deadline when that comes first (a write cut short
+// breaks the connection: the server reads nothing anyway).
+func writeDeadline(ctx context.Context, timeout time.Duration) time.Time {
+	var d time.Time
+	if timeout > 0 {
+		d = time.Now().Add(timeout)
+	}
+	if cd, ok := ctx.Deadline(); ok && (d.IsZero() || cd.Before(d)) {
+		d = cd
+	}
+	return d
+}
+
 // result returns cl's reply and puts cl back in the pool.
 func (c *conn) result(cl *call) (any, bool, error) {
 	v, isNil, err := cl.val, cl.isNil, cl.err
@@ -479,39 +503,40 @@ func (c *conn) result(cl *call) (any, bool, error) {
 // lead reads replies until own's comes, or until ctx ends (at a reply's
 // start): then it returns false, and own is left. It hands the lead on.
 // The reader leads with no own call, until no caller waits.
+//
+// A lead's context is looked at when its read wakes: at the context's
+// deadline, and leadCheck after the lead began; from then on an
+// AfterFunc wakes the read when the context ends. So a reply that comes
+// within leadCheck costs no goroutine and no allocation.
 func (c *conn) lead(ctx context.Context, own *call) bool {
 	now := time.Now()
-	c.progress.Store(now.UnixNano())
-	if d, ok := ctx.Deadline(); ok {
-		// The read wakes at the context's deadline, when that comes
-		// before the read timeout: no goroutine watches the context.
-		if c.timeout <= 0 || d.Before(now.Add(c.timeout)) {
-			_ = c.nc.SetReadDeadline(d)
-		}
-		c.mu.Lock()
-		c.leadCtx = ctx
-		c.mu.Unlock()
-	} else if ctx.Done() != nil {
-		c.mu.Lock()
-		gen := c.gen
-		c.mu.Unlock()
-		stop := context.AfterFunc(ctx, func() {
-			c.mu.Lock()
-			if c.gen == gen && c.reading && c.err == nil {
-				c.interrupt = true
-				_ = c.nc.SetReadDeadline(time.Now())
-			}
-			c.mu.Unlock()
-		})
-		defer stop()
+	c.mu.Lock()
+	if !c.pausedAt.IsZero() {
+		// Nobody read meanwhile: that time is not the server's.
+		c.progress.Add(int64(now.Sub(c.pausedAt)))
+		c.pausedAt = time.Time{}
 	}
+	c.leadCtx, c.leadDeadline, c.watched, c.stopWatch = nil, time.Time{}, false, nil
+	if ctx.Done() != nil && own != nil {
+		c.leadCtx = ctx
+		c.leadDeadline, _ = ctx.Deadline()
+	}
+	c.armLocked(now)
+	c.mu.Unlock()
+	// The lead's fields are forgotten under mu before the lead is handed
+	// on (the next lead must not see them); its AfterFunc is stopped after.
+	var stopWatch func() bool
+	defer func() {
+		if stopWatch != nil {
+			stopWatch()
+		}
+	}()
 	for {
 		c.mu.Lock()
-		if c.interrupt || c.leadCtx != nil && c.leadCtx.Err() != nil {
-			c.interrupt, c.leadCtx = false, nil
+		if c.leadEndedLocked() {
+			stopWatch = c.forgetLeadLocked()
 			own.gone = true
 			c.live--
-			c.rearmLocked()
 			c.passLead()
 			c.mu.Unlock()
 			return false
@@ -531,6 +556,7 @@ func (c *conn) lead(ctx context.Context, own *call) bool {
 			}
 		}
 		if err != nil {
+			stopWatch = c.forgetLeadLocked()
 			c.failLocked(err)
 			c.drainLocked()
 			c.mu.Unlock()
@@ -547,7 +573,7 @@ func (c *conn) lead(ctx context.Context, own *call) bool {
 			c.drainLocked()
 		}
 		if cl == own {
-			c.interrupt, c.leadCtx = false, nil
+			stopWatch = c.forgetLeadLocked()
 			c.passLead()
 			c.mu.Unlock()
 			return true
@@ -558,7 +584,7 @@ func (c *conn) lead(ctx context.Context, own *call) bool {
 		}
 		stop := own == nil && c.live == 0
 		if stop {
-			c.reading = false // the next call leads
+			c.stopReadingLocked() // the next call leads
 		}
 		c.mu.Unlock()
 		if wake != nil {
@@ -573,16 +599,79 @@ func (c *conn) lead(ctx context.Context, own *call) bool {
 	}
 }
 
+// leadCheck is when a lead with a context that can end first looks at it.
+const leadCheck = time.Millisecond
+
+// leadEndedLocked reports whether the lead's context ended (its deadline
+// passed counts, before the context's own timer says so). c.mu is held.
+func (c *conn) leadEndedLocked() bool {
+	return c.leadCtx != nil && (c.leadCtx.Err() != nil || !c.leadDeadline.IsZero() && !time.Now().Before(c.leadDeadline))
+}
+
+// armLocked sets the read deadline for the lead's next wait: the earliest
+// of the read timeout from the last progress, the lead's context's
+// deadline, and, until an AfterFunc watches the context, leadCheck from
+// now. c.mu is held.
+func (c *conn) armLocked(now time.Time) {
+	var d time.Time
+	earlier := func(t time.Time) {
+		if d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	if c.timeout > 0 {
+		earlier(time.Unix(0, c.progress.Load()).Add(c.timeout))
+	}
+	if c.leadCtx != nil {
+		if !c.leadDeadline.IsZero() && c.leadDeadline.After(now) {
+			earlier(c.leadDeadline)
+		}
+		if !c.watched {
+			earlier(now.Add(leadCheck))
+		}
+	}
+	_ = c.nc.SetReadDeadline(d)
+}
+
+// wakeLead is the AfterFunc of a lead's context: the read wakes, and the
+// lead looks at its context. One left over from an earlier lead costs a
+// look.
+func (c *conn) wakeLead() {
+	c.mu.Lock()
+	if c.reading && c.err == nil {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+}
+
+// forgetLeadLocked forgets the lead's context, and returns the stop of
+// its AfterFunc, if any, to call once c.mu is released. c.mu is held.
+func (c *conn) forgetLeadLocked() (stop func() bool) {
+	stop = c.stopWatch
+	c.leadCtx, c.leadDeadline, c.watched, c.stopWatch = nil, time.Time{}, false, nil
+	return stop
+}
+
+// stopReadingLocked ends the reading: a call that comes leads. Calls
+// still queued are all gone; the time until then does not count against
+// the server. c.mu is held.
+func (c *conn) stopReadingLocked() {
+	c.reading = false
+	if c.queue.size > 0 {
+		c.pausedAt = time.Now()
+	}
+}
+
 // passLead hands the lead to the reader while callers wait; with none, no
 // one leads until a call comes. c.mu is held.
 func (c *conn) passLead() {
-	c.reading = c.live > 0
-	if c.reading {
-		c.gen++
-		select {
-		case c.wake <- struct{}{}:
-		default: // the reader has not taken the last one yet
-		}
+	if c.live <= 0 {
+		c.stopReadingLocked()
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default: // the reader has not taken the last one yet
 	}
 }
 
@@ -617,7 +706,7 @@ func (c *conn) drainLocked() {
 	}
 	c.reading = false
 	c.live = 0
-	c.leadCtx = nil
+	c.pausedAt = time.Time{}
 }
 
 // fail breaks the connection with err, unless it broke before.
@@ -640,45 +729,45 @@ func (c *conn) failLocked(err error) {
 	c.nc.Close() // a lead's read fails: it ends the calls under way
 }
 
-// rearmLocked sets the read deadline for the next wait. c.mu is held.
-func (c *conn) rearmLocked() {
-	if c.timeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Unix(0, c.progress.Load()).Add(c.timeout))
-	} else {
-		_ = c.nc.SetReadDeadline(time.Time{})
-	}
-}
-
-// deadlineReader reads the connection for the lead. The read deadline is
-// set when a call is queued on an idle connection; when it passes, the
-// lead looks again: a connection that returned data, or began a wait,
-// within the timeout gets a deadline a timeout from then; only a wait
-// of a whole timeout with nothing read breaks the connection. So a call
-// costs no deadline of its own while replies keep coming. A lead whose
-// context ended (a deadline set to now) leaves here at a reply's start.
+// deadlineReader reads the connection for the lead. When the read
+// deadline passes (armLocked), the lead looks again: at a reply's start
+// it leaves if its context ended; a connection with nothing read for
+// the read timeout (counted from the last data read, or from when
+// replies were first awaited, less any time nobody read) is taken for
+// dead; otherwise it waits on, with the deadline armed again. So a call
+// costs no deadline of its own while replies keep coming. A lead that
+// reads part of a reply reads it to its end (within the read timeout)
+// before it leaves, so no reply is ever split between two leads.
 type deadlineReader struct{ c *conn }
 
 func (d *deadlineReader) Read(b []byte) (int, error) {
 	c := d.c
 	for {
 		n, err := c.nc.Read(b)
+		if n > 0 {
+			c.progress.Store(time.Now().UnixNano())
+			c.atStart = false // a reply has begun: the lead stays to its end
+			return n, err
+		}
 		var ne net.Error
-		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() {
-			if n > 0 {
-				c.progress.Store(time.Now().UnixNano())
-			}
+		if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
 			return n, err
 		}
 		c.mu.Lock()
+		now := time.Now()
 		switch {
 		case c.err != nil:
-		case (c.interrupt || c.leadCtx != nil && c.leadCtx.Err() != nil) && c.atStart:
+		case c.atStart && c.leadEndedLocked():
 			err = errInterrupted
-		case c.timeout <= 0:
-			c.rearmLocked() // the interruption came mid-reply
-			err = nil
-		case time.Since(time.Unix(0, c.progress.Load())) < c.timeout:
-			c.rearmLocked()
+		case c.timeout > 0 && now.Sub(time.Unix(0, c.progress.Load())) >= c.timeout:
+		default:
+			if c.leadCtx != nil && !c.watched {
+				// The reply is slow: an AfterFunc wakes the read when
+				// the context ends, from now on.
+				c.watched = true
+				c.stopWatch = context.AfterFunc(c.leadCtx, c.poke)
+			}
+			c.armLocked(now)
 			err = nil
 		}
 		c.mu.Unlock()

@@ -163,22 +163,19 @@ func readLine(r *bufio.Reader) (byte, []byte, error) {
 }
 
 func parseInt(b []byte) (int64, error) {
-	if len(b) == 0 {
-		return 0, fmt.Errorf("%w: empty integer", errProto)
-	}
-	neg := b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
 	if len(b) == 0 || len(b) > 18 {
 		n, err := strconv.ParseInt(string(b), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("%w: integer %q", errProto, b)
 		}
-		if neg {
-			n = -n
-		}
 		return n, nil
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, fmt.Errorf("%w: integer %q", errProto, "-")
+		}
 	}
 	var n int64
 	for _, c := range b {

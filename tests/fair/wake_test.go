@@ -2,6 +2,8 @@ package fair_test
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +31,17 @@ func acquireCalls(prefix string) *backends.CountCalls {
 	}}
 }
 
+// newClientID returns a client id of the test's own, to set in Options
+// before the client exists.
+func newClientID(t *testing.T) string {
+	t.Helper()
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
 // TestFairLock_Lock_noPollBehindStaleWaiter: a live waiter queued behind a
 // stale waiter that is not the head (so nobody purges it yet) while the
 // lock stays held waits for the lock's remaining lease between its calls,
@@ -51,10 +64,13 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 		k := keysOf(name)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		others := newClient(t, rdb, lualock.Options{WatchdogLease: lease})
-		liveC := newClient(t, rdb, lualock.Options{})
-		hook := acquireCalls(liveC.ID() + ":")
+		// Added before the clients: the hooks added after a client do not
+		// see its script calls (they go on its pipelined connection).
+		liveID := newClientID(t)
+		hook := acquireCalls(liveID + ":")
 		rdb.AddHook(hook)
+		others := newClient(t, rdb, lualock.Options{WatchdogLease: lease})
+		liveC := newClient(t, rdb, lualock.Options{ClientID: liveID})
 
 		holder, head := others.NewFairLock(name), others.NewFairLock(name)
 		if err := holder.Lock(ctx); err != nil {
@@ -77,6 +93,9 @@ func TestFairLock_Lock_noPollBehindStaleWaiter(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // the first attempts
 		before := hook.N.Load()
+		if before == 0 {
+			t.Fatal("the hook saw none of the live waiter's calls")
+		}
 		time.Sleep(window)
 		calls := hook.N.Load() - before
 		t.Logf("live waiter behind a stale one: %d acquire calls in %v", calls, window)
@@ -126,10 +145,11 @@ func TestFairLock_Lock_noSpinBehindDeadWaiter(t *testing.T) {
 				k := keysOf(name)
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
+				liveID := newClientID(t)
+				hook := acquireCalls(liveID + ":")
+				rdb.AddHook(hook) // before the client, which then sees its calls
 				other := newClient(t, rdb, lualock.Options{WatchdogLease: time.Second})
-				liveC := newClient(t, rdb, lualock.Options{})
-				hook := acquireCalls(liveC.ID() + ":")
-				rdb.AddHook(hook)
+				liveC := newClient(t, rdb, lualock.Options{ClientID: liveID})
 
 				holder := other.NewFairLock(name)
 				if noExpiry {
@@ -161,6 +181,9 @@ func TestFairLock_Lock_noSpinBehindDeadWaiter(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond) // let the calls of the first attempts pass
 				before := hook.N.Load()
+				if before == 0 {
+					t.Fatal("the hook saw none of the live waiter's calls")
+				}
 				time.Sleep(window)
 				calls := hook.N.Load() - before
 				rate := float64(calls) / window.Seconds()

@@ -40,6 +40,13 @@ func (h *attempts) note(cmd redis.Cmder) {
 	h.mu.Unlock()
 }
 
+// reset forgets the attempts counted so far.
+func (h *attempts) reset() {
+	h.mu.Lock()
+	clear(h.by)
+	h.mu.Unlock()
+}
+
 func (h *attempts) snapshot() map[string]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -80,8 +87,12 @@ func TestSemaphoreAPI_claimNoPolling(t *testing.T) {
 			}
 			forEachBackend(t, func(t *testing.T, b backend) {
 				c := ctx(t)
-				cl := newClient(t, b, lualock.Options{MaxWaitTimer: 20 * time.Second})
 				name := uniqueName(t, false)
+				// Added before the client: the hooks added after it do not
+				// see its script calls (they go on its pipelined connection).
+				h := &attempts{sem: name, by: map[string]int{}}
+				b.rdb.AddHook(h)
+				cl := newClient(t, b, lualock.Options{MaxWaitTimer: 20 * time.Second})
 				k := newSemKeys(name)
 				var add func() error
 				var wants []int
@@ -125,8 +136,7 @@ func TestSemaphoreAPI_claimNoPolling(t *testing.T) {
 					}
 				}
 				time.Sleep(500 * time.Millisecond) // subscribed, first attempts made
-				h := &attempts{sem: name, by: map[string]int{}}
-				b.rdb.AddHook(h)
+				h.reset()
 				time.Sleep(2500 * time.Millisecond)
 				got := h.snapshot()
 				claim := get(t, b.rdb, k.claim)

@@ -156,6 +156,10 @@ func TestPermitRenew_script(t *testing.T) {
 func TestLatchAPI_noPolling(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		c := ctx(t)
+		// Added before the client: the hooks added after it do not see
+		// its script calls (they go on its pipelined connection).
+		h := &counter{}
+		b.rdb.AddHook(h)
 		cl := newClient(t, b, lualock.Options{MaxWaitTimer: 20 * time.Second})
 		l := cl.NewCountDownLatch(uniqueName(t, false))
 		if ok, err := l.TrySetCount(c, 1); err != nil || !ok {
@@ -164,14 +168,16 @@ func TestLatchAPI_noPolling(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- l.Await(c) }()
 		time.Sleep(300 * time.Millisecond) // subscribed, first attempts made
-		h := &counter{}
-		b.rdb.AddHook(h)
+		h.n.Store(0)
 		time.Sleep(2500 * time.Millisecond)
 		if n := h.n.Load(); n != 0 {
 			t.Fatalf("an idle Await sent %d commands in 2.5 s, want 0", n)
 		}
 		if err := l.CountDown(c); err != nil {
 			t.Fatal(err)
+		}
+		if h.n.Load() == 0 {
+			t.Fatal("the hook saw none of the client's calls")
 		}
 		select {
 		case err := <-done:
