@@ -148,6 +148,9 @@ func TestLead_deadline(t *testing.T) {
 		start := time.Now()
 		_, _, err := do(dctx, p, "BLPOP", "k", "0")
 		el := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) || dctx.Err() == nil {
+			t.Errorf("%d: BLPOP past its deadline: %v, with the context's Err %v; want DeadlineExceeded from both", i, err, dctx.Err())
+		}
 		cancel()
 		if el > time.Second {
 			late++

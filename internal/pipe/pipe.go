@@ -464,15 +464,26 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 	}
 }
 
-// ended returns the error of a context a lead left because it ended: its
-// Err, or DeadlineExceeded when its deadline passed before its own timer
-// said so.
+// ended returns the error of a context a lead left because it ended. A
+// lead leaves at its deadline by the clock, which can come a moment
+// before the context's own timer ends it: ended waits for that (up to
+// endWait), so that the caller's ctx.Err() agrees with the error.
 func ended(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return context.DeadlineExceeded
+	t := time.NewTimer(endWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return context.DeadlineExceeded // a context that reports a deadline it does not keep
+	}
 }
+
+// endWait bounds ended's wait for a context's own timer.
+const endWait = 10 * time.Millisecond
 
 // writeDeadline is a write's deadline: WriteTimeout from now, or the
 // writer's context's deadline when that comes first (a write cut short
