@@ -34,46 +34,64 @@ import (
 // scripts on the go-redis client itself (Options.Scripter = rdb).
 func BenchmarkLock_LockUnlock(b *testing.B) {
 	srv := harness.StartStandalone(b)
-	for _, fair := range []bool{false, true} {
-		name := "reentrant"
-		if fair {
-			name = "fair"
+	for _, kind := range benchKinds {
+		b.Run(kind, func(b *testing.B) {
+			benchLockUnlock(b, srv.Addr(), 1, kind, false)
+		})
+		if kind == "reentrant" || kind == "fair" {
+			b.Run(kind+"-plain", func(b *testing.B) {
+				benchLockUnlock(b, srv.Addr(), 1, kind, true)
+			})
 		}
-		b.Run(name, func(b *testing.B) {
-			benchLockUnlock(b, srv.Addr(), 1, fair)
-		})
-		b.Run(name+"-plain", func(b *testing.B) {
-			benchLockUnlockWith(b, srv.Addr(), 1, fair, true)
-		})
 	}
 }
 
 // BenchmarkLock_LockUnlockParallel is BenchmarkLock_LockUnlock with 32
 // goroutines, each on a lock of its own (uncontended), sharing one Client:
 // what a server handling concurrent requests does, and where the default
-// scripter's batches (against -plain: go-redis's pool, one request per
+// scripter's pipelining (against -plain: go-redis's pool, one request per
 // connection at a time) and the runtime's shared state (the watchdog, the
 // latch sweeper) show.
 func BenchmarkLock_LockUnlockParallel(b *testing.B) {
 	srv := harness.StartStandalone(b)
-	b.Run("reentrant-32", func(b *testing.B) {
-		benchLockUnlock(b, srv.Addr(), 32, false)
-	})
-	b.Run("reentrant-32-plain", func(b *testing.B) {
-		benchLockUnlockWith(b, srv.Addr(), 32, false, true)
-	})
+	for _, kind := range benchKinds {
+		b.Run(kind+"-32", func(b *testing.B) {
+			benchLockUnlock(b, srv.Addr(), 32, kind, false)
+		})
+		if kind == "reentrant" || kind == "fair" {
+			b.Run(kind+"-32-plain", func(b *testing.B) {
+				benchLockUnlock(b, srv.Addr(), 32, kind, true)
+			})
+		}
+	}
 }
 
-// benchLockUnlock runs b.N lock+unlock pairs split over g goroutines, each
-// on its own lock, and reports commands and Redis execution time per pair.
-func benchLockUnlock(b *testing.B, addr string, g int, fair bool) {
-	benchLockUnlockWith(b, addr, g, fair, false)
+// benchKinds are the kinds of lock the lock+unlock benchmarks measure:
+// the reentrant and the fair lock, a read-write lock's read and write
+// sides, and the fenced lock.
+var benchKinds = []string{"reentrant", "fair", "read", "write", "fenced"}
+
+// benchLock returns c's lock of kind on name.
+func benchLock(c *lualock.Client, kind, name string) *lualock.Lock {
+	switch kind {
+	case "fair":
+		return c.NewFairLock(name)
+	case "read":
+		return c.NewReadWriteLock(name).ReadLock()
+	case "write":
+		return c.NewReadWriteLock(name).WriteLock()
+	case "fenced":
+		return c.NewFencedLock(name).Handle()
+	}
+	return c.NewLock(name)
 }
 
-// benchLockUnlockWith is benchLockUnlock; with plain set, the scripts go
-// through the go-redis client itself (Options.Scripter = rdb), one call
-// per connection, instead of the default lualock.Batched.
-func benchLockUnlockWith(b *testing.B, addr string, g int, fair, plain bool) {
+// benchLockUnlock runs b.N lock+unlock pairs of a kind of lock split over
+// g goroutines, each on its own lock, and reports commands and Redis
+// execution time per pair. With plain set, the scripts go through the
+// go-redis client itself (Options.Scripter = rdb), one call per
+// connection, instead of the default pipelined connection.
+func benchLockUnlock(b *testing.B, addr string, g int, kind string, plain bool) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10, g)})
 	defer func() { _ = rdb.Close() }()
@@ -93,12 +111,7 @@ func benchLockUnlockWith(b *testing.B, addr string, g int, fair, plain bool) {
 	}()
 	locks := make([]*lualock.Lock, g)
 	for i := range locks {
-		name := "bench:" + strconv.Itoa(i)
-		if fair {
-			locks[i] = c.NewFairLock(name)
-		} else {
-			locks[i] = c.NewLock(name)
-		}
+		locks[i] = benchLock(c, kind, "bench:"+kind+":"+strconv.Itoa(i))
 		// Warm up: scripts loaded, connections dialled.
 		if err := locks[i].Lock(ctx); err != nil {
 			b.Fatal(err)
@@ -180,6 +193,22 @@ func BenchmarkLock_scriptsPipelined(b *testing.B) {
 			generated.LockReleaseCmd(ctx, p, generated.LockReleaseKeys{Lock: "bench:r",
 				Channel: "redisson_lock__channel:{bench:r}", Latch: "redisson_unlock_latch:{bench:r}:0123456789abcdef0123456789abcdef"},
 				generated.LockReleaseArgs{LeaseMS: 30_000, Field: field, LatchMS: 10_000, Publish: "publish", Holds: 1})
+		}},
+		{"fair", func(ctx context.Context, p redis.Pipeliner) {
+			fk := generated.FairAcquireKeys{Lock: "bench:f", Queue: "redisson_lock_queue:{bench:f}",
+				Timeouts: "redisson_lock_timeout:{bench:f}", Channel: "redisson_lock__channel:{bench:f}"}
+			generated.FairAcquireCmd(ctx, p, fk,
+				generated.FairAcquireArgs{LeaseMS: 30_000, Field: field, WaitMS: 300_000, Holds: 1, Publish: "publish"})
+			generated.FairReleaseCmd(ctx, p, generated.FairReleaseKeys{Lock: fk.Lock, Queue: fk.Queue,
+				Timeouts: fk.Timeouts, Channel: fk.Channel, Latch: "redisson_unlock_latch:{bench:f}:0123456789abcdef0123456789abcdef"},
+				generated.FairReleaseArgs{LeaseMS: 30_000, Field: field, LatchMS: 10_000, WaitMS: 300_000, Publish: "publish", Holds: 1})
+		}},
+		{"read", func(ctx context.Context, p redis.Pipeliner) {
+			generated.RwlockReadAcquireCmd(ctx, p, generated.RwlockReadAcquireKeys{Lock: "bench:rw", Prefix: "{bench:rw}"},
+				generated.RwlockReadAcquireArgs{LeaseMS: 30_000, Field: field, Holds: 1})
+			generated.RwlockReadReleaseCmd(ctx, p, generated.RwlockReadReleaseKeys{Lock: "bench:rw", Prefix: "{bench:rw}",
+				Channel: "redisson_rwlock:{bench:rw}", Latch: "redisson_unlock_latch:{bench:rw}:0123456789abcdef0123456789abcdef"},
+				generated.RwlockReadReleaseArgs{Field: field, LatchMS: 10_000, Publish: "publish", Holds: 1})
 		}},
 		{"write", func(ctx context.Context, p redis.Pipeliner) {
 			generated.RwlockWriteAcquireCmd(ctx, p, generated.RwlockWriteAcquireKeys{Lock: "bench:w"},
