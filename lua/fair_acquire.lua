@@ -81,8 +81,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- @include "include/fair_purge.lua"
 -- @include "include/fair_trim.lua"
--- The caller asks, so it is alive: it is never purged.
-local purged = purge(field)
+-- The caller asks, so it is alive: it is never purged. head is the queue's
+-- head from here on (false: the queue is empty), kept as the queue changes,
+-- so that the common case, an empty queue, reads it once.
+local purged, head = purge(field)
 
 local current = tonumber(redis.call('hget', lock, field) or 0)
 if current == holds then
@@ -105,13 +107,16 @@ end
 -- has one, and only entries of the list have one).
 -- A tombstone's deadline has half a millisecond (see fair_leave); lualock's
 -- own deadlines are whole milliseconds.
-local mine = tonumber(redis.call('zscore', timeouts, field))
+-- On an empty queue a deadline of the caller's has no place (see below).
+local mine = head and tonumber(redis.call('zscore', timeouts, field))
 if mine and mine % 1 ~= 0 then
   -- The caller gave up this place: it joins the back again, as anyone who
-  -- arrives now.
-  if redis.call('lindex', queue, 0) == field then
+  -- arrives now. (Only the first case changes the head: the caller is not
+  -- the head in the others, so it is not the only entry either.)
+  if head == field then
     redis.call('lpop', queue)
-    purged = purge() or true
+    purged, head = purge()
+    purged = true
   elseif redis.call('lindex', queue, -1) == field then
     redis.call('rpop', queue)
   else
@@ -121,7 +126,6 @@ if mine and mine % 1 ~= 0 then
   mine = nil
 end
 
-local head = redis.call('lindex', queue, 0)
 if mine and not head then
   -- A deadline without a place (not written by these scripts): drop it.
   redis.call('zrem', timeouts, field)
@@ -136,11 +140,13 @@ if free and (not head or head == field) then
   redis.call('hset', lock, field, '1')
   redis.call('pexpire', lock, lease_ms)
   -- Tell the new head it is next (a stale one would not hear it), with one
-  -- budget past this lease.
-  purge()
-  local next = cut(now + lease + wait)
-  if next then
-    notify(channel .. ':' .. next)
+  -- budget past this lease. (An empty queue stays empty.)
+  if head then
+    local _, first = purge()
+    local next = cut(now + lease + wait, first)
+    if next then
+      notify(channel .. ':' .. next)
+    end
   end
   return 0
 end
@@ -185,10 +191,13 @@ end
 -- waiter's plus one budget, once stale entries (tombstones, waiters gone)
 -- are trimmed off the back; on an empty queue, one budget past the lock's
 -- expiry.
-trim()
 local ttl = pttl
 local score = now + pttl + wait
-local last = redis.call('lindex', queue, -1)
+local last = false
+if head then
+  trim()
+  last = redis.call('lindex', queue, -1)
+end
 if last then
   local deadline = tonumber(redis.call('zscore', timeouts, last))
   if deadline then

@@ -75,17 +75,18 @@ end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- @include "include/fair_purge.lua"
-purge()
+local _, first = purge()
 
 -- The lock is free: the head has one wait budget to take it, and is woken.
 local function wake_head()
-  local head = cut(now + wait)
+  local head = cut(now + wait, first)
   if head then
     notify(channel .. ':' .. head)
   end
 end
 
-if redis.call('exists', lock) == 0 then
+-- (A hold of the caller's, read above, says the lock exists.)
+if not holds and redis.call('exists', lock) == 0 then
   wake_head()
   return nil
 end

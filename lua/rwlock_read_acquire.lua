@@ -47,15 +47,17 @@ end
 -- @include "include/rwlock_timeouts.lua"
 
 -- Sets the timeout of hold i and keeps N alive at least as long (never
--- shorter than it was: another hold may have a longer lease).
-local function hold(i)
+-- shorter than it was: another hold may have a longer lease). fresh says N
+-- was just created, without an expiry.
+local function hold(i, fresh)
   redis.call('set', timeout(field, i), '1', 'px', lease_ms) -- luagen:ignore non-key-argument
-  if redis.call('pttl', lock) < lease then
+  if fresh or redis.call('pttl', lock) < lease then
     redis.call('pexpire', lock, lease_ms)
   end
 end
 
-local current = tonumber(redis.call('hget', lock, field) or 0)
+local got = redis.call('hmget', lock, field, 'mode')
+local current = tonumber(got[1] or 0)
 
 -- A repeated call: the count is already what the caller asked for.
 if current == holds then
@@ -70,10 +72,10 @@ if current ~= holds - 1 then
   return redis.error_reply('ERR lualock: read hold count of ' .. field .. ' is ' .. current .. ', caller expected ' .. (holds - 1))
 end
 
-local mode = redis.call('hget', lock, 'mode')
+local mode = got[2]
 if not mode and redis.call('exists', lock) == 0 then
   redis.call('hset', lock, 'mode', 'read', field, '1')
-  hold(1)
+  hold(1, true)
   return 0
 end
 if mode == 'read' or (mode == 'write' and redis.call('hexists', lock, field .. ':write') == 1) then

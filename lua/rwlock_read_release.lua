@@ -56,11 +56,12 @@ local replay = before == 0 and replayed()
 if replay then
   return replay
 end
-local count = tonumber(redis.call('hget', lock, field))
+local got = redis.call('hmget', lock, field, 'mode')
+local count = tonumber(got[1])
 if not count then
   return before > 0 and replayed() or nil
 end
-local mode = redis.call('hget', lock, 'mode')
+local mode = got[2]
 if mode ~= 'read' and mode ~= 'write' then
   -- (A hash without a mode is another kind of lock: not ours to change.)
   return nil
@@ -71,6 +72,14 @@ if count == before - 1 then
 end
 
 redis.call('del', timeout(field, count)) -- luagen:ignore non-key-argument
+if count == 1 and mode == 'read' and redis.call('hlen', lock) == 2 then
+  -- The caller's was the last hold, and N has no other field than the
+  -- mode: no read hold is left (the walk below would find none).
+  redis.call('del', lock)
+  notify(channel)
+  keep(1)
+  return 1
+end
 if count > 1 then
   redis.call('hincrby', lock, field, -1)
 end

@@ -56,11 +56,12 @@ if replay then
   return replay
 end
 local writer = field .. ':write'
-local holds = tonumber(redis.call('hget', lock, writer))
+local got = redis.call('hmget', lock, writer, 'mode')
+local holds = tonumber(got[1])
 if not holds then
   return before > 0 and replayed() or nil
 end
-if redis.call('hget', lock, 'mode') ~= 'write' then
+if got[2] ~= 'write' then
   return nil
 end
 if holds == before - 1 then
@@ -78,10 +79,11 @@ if holds > 1 then
   return 0
 end
 
-redis.call('hdel', lock, writer)
-if redis.call('hlen', lock) == 1 then
+-- N keeps the writer's own read holds, if any, in read mode.
+if redis.call('hlen', lock) == 2 then
   redis.call('del', lock)
 else
+  redis.call('hdel', lock, writer)
   redis.call('hset', lock, 'mode', 'read')
 end
 notify_value(channel, 1)
