@@ -76,17 +76,31 @@ if publish ~= 'publish' and publish ~= 'spublish' and publish ~= 'both' then
 end
 -- @include "include/notify.lua"
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Redis's time, in ms, once clock() has read it: only a deadline to judge
+-- or to write needs it, and an empty queue taken at once has none.
+local now = 0
+local function clock()
+  local t = redis.call('time')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local peek = redis.call('lindex', queue, 0)
+if peek then
+  clock()
+end
 
 -- @include "include/fair_purge.lua"
 -- @include "include/fair_trim.lua"
 -- The caller asks, so it is alive: it is never purged. head is the queue's
 -- head from here on (false: the queue is empty), kept as the queue changes,
 -- so that the common case, an empty queue, reads it once.
-local purged, head = purge(field)
+local purged, head = purge(field, peek)
 
-local current = tonumber(redis.call('hget', lock, field) or 0)
+-- A free lock has no holds: no need to read the caller's.
+local free = redis.call('exists', lock) == 0
+local current = 0
+if not free then
+  current = tonumber(redis.call('hget', lock, field) or 0)
+end
 if current == holds then
   redis.call('pexpire', lock, lease_ms)
   return 0
@@ -131,7 +145,6 @@ if mine and not head then
   redis.call('zrem', timeouts, field)
   mine = nil
 end
-local free = redis.call('exists', lock) == 0
 if free and (not head or head == field) then
   if head then
     redis.call('lpop', queue)
@@ -191,6 +204,9 @@ end
 -- waiter's plus one budget, once stale entries (tombstones, waiters gone)
 -- are trimmed off the back; on an empty queue, one budget past the lock's
 -- expiry.
+if now == 0 then
+  clock() -- (the queue was empty)
+end
 local ttl = pttl
 local score = now + pttl + wait
 local last = false

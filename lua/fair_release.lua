@@ -72,14 +72,20 @@ if holds and holds == before - 1 then
   return 0
 end
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Redis's time, in ms: only the waiters' deadlines need it, so an empty
+-- queue does without.
+local now = 0
+local first = redis.call('lindex', queue, 0)
+if first then
+  local t = redis.call('time')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 -- @include "include/fair_purge.lua"
-local _, first = purge()
+local _, top = purge(nil, first)
 
 -- The lock is free: the head has one wait budget to take it, and is woken.
 local function wake_head()
-  local head = cut(now + wait, first)
+  local head = cut(now + wait, top)
   if head then
     notify(channel .. ':' .. head)
   end

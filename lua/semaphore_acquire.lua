@@ -52,13 +52,11 @@ if string.find(waiter, ':', 1, true) then
 end
 -- @include "include/semaphore_claim.lua"
 
--- One read for both of lualock's own keys (both are strings).
-local got = redis.call('mget', request, claim)
-if got[1] then
+if redis.call('exists', request) == 1 then
   return 1
 end
 
-local reserved, mine, held = claimed(got[2])
+local reserved, mine, held = claimed()
 local available = tonumber(redis.call('get', sem))
 if not available or available - reserved < permits then
   if claim_for(permits, mine, held) then

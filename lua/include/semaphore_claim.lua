@@ -8,17 +8,14 @@
 -- largest request waiting wins it, so no waiter loses forever to waiters
 -- for fewer. Redisson's clients do not know the key and ignore it.
 --
--- claimed(c) returns the permits reserved for another waiter (0 when none
+-- claimed() returns the permits reserved for another waiter (0 when none
 -- or when the claim is this waiter's), whether the claim is this waiter's,
--- and the permits the claim holds (0 when none); c, when not nil, is the
--- claim's value as the caller has just read it (false: none), so that it
--- is not read twice. claim_for(wanted, mine, held) takes or refreshes the
--- claim after a refusal and returns whether the caller holds it now. Both
--- read the script's locals claim (key), waiter and claim_ms.
-local function claimed(c)
-  if c == nil then
-    c = redis.call('get', claim)
-  end
+-- and the permits the claim holds (0 when none). claim_for(wanted, mine,
+-- held) takes or refreshes the claim after a refusal and returns whether
+-- the caller holds it now. Both read the
+-- script's locals claim (key), waiter and claim_ms.
+local function claimed()
+  local c = redis.call('get', claim)
   if not c then
     return 0, false, 0
   end
