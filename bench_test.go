@@ -36,9 +36,12 @@ func BenchmarkLock_LockUnlock(b *testing.B) {
 	srv := harness.StartStandalone(b)
 	for _, kind := range benchKinds {
 		b.Run(kind, func(b *testing.B) {
-			benchLockUnlock(b, srv.Addr(), 1, kind, false)
+			benchLockUnlockOpts(b, srv.Addr(), 1, kind, lualock.Options{})
 		})
 		if kind == "reentrant" || kind == "fair" {
+			b.Run(kind+"-nospin", func(b *testing.B) {
+				benchLockUnlockOpts(b, srv.Addr(), 1, kind, lualock.Options{ReplySpin: -1})
+			})
 			b.Run(kind+"-plain", func(b *testing.B) {
 				benchLockUnlock(b, srv.Addr(), 1, kind, true)
 			})
@@ -92,10 +95,21 @@ func benchLock(c *lualock.Client, kind, name string) *lualock.Lock {
 // go-redis client itself (Options.Scripter = rdb), one call per
 // connection, instead of the default pipelined connection.
 func benchLockUnlock(b *testing.B, addr string, g int, kind string, plain bool) {
+	benchLockUnlockWith(b, addr, g, kind, lualock.Options{}, plain)
+}
+
+// benchLockUnlockOpts is benchLockUnlock with the Client's options, on
+// the default pipelined connection.
+func benchLockUnlockOpts(b *testing.B, addr string, g int, kind string, opts lualock.Options) {
+	benchLockUnlockWith(b, addr, g, kind, opts, false)
+}
+
+// benchLockUnlockWith is benchLockUnlock with the Client's options; plain
+// sets Options.Scripter to the go-redis client.
+func benchLockUnlockWith(b *testing.B, addr string, g int, kind string, opts lualock.Options, plain bool) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(10, g)})
 	defer func() { _ = rdb.Close() }()
-	var opts lualock.Options
 	if plain {
 		opts.Scripter = rdb
 	}

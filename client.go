@@ -90,7 +90,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			scripts = rdb
 		case *redis.Client:
 			if pipeable(r) {
-				piped = newPipeScripter(r)
+				piped = newPipeScripter(r, cfg.ReplySpin)
 				scripts = piped
 				break
 			}

@@ -126,6 +126,7 @@ func TestOptions_New_invalid(t *testing.T) {
 		{"RenewBatch", lualock.Options{RenewBatch: -1}},
 		{"PubSub", lualock.Options{PubSub: lualock.PubSubBoth + 1}},
 		{"PubSub", lualock.Options{PubSub: -1}},
+		{"ReplySpin", lualock.Options{ReplySpin: 2 * time.Millisecond}},
 	} {
 		c, err := lualock.New(rdb, tc.opts)
 		if !errors.Is(err, lualock.ErrInvalid) {
@@ -150,6 +151,8 @@ func TestOptions_New_valid(t *testing.T) {
 		{WatchdogLease: 3 * time.Millisecond},
 		{RetryMin: time.Second, RetryMax: time.Millisecond}, // RetryMax is raised to RetryMin
 		{SubscriptionLinger: -1},                            // never linger
+		{ReplySpin: -1},                                     // never spin
+		{ReplySpin: time.Millisecond},
 		{RenewBatch: 1, FairWait: time.Second, MaxWaitTimer: time.Second, UnlockLatch: time.Second},
 	} {
 		c, err := lualock.New(rdb, o)

@@ -100,6 +100,16 @@ type Options struct {
 	// Client does not close it. See docs/GUIDE.md, Many goroutines.
 	Scripter redis.Scripter
 
+	// ReplySpin is how long a script call that waits for its reply alone,
+	// on the Client's pipelined connection (the default Scripter on a
+	// *redis.Client), polls the socket before it sleeps: a reply that comes
+	// within it spares the caller the scheduler's wake-up, most of the
+	// time of a round trip to a nearby Redis. It is tried only while calls
+	// come one at a time, on a machine with more than one CPU, and not
+	// over TLS. Default 50µs; negative: never; at most 1ms. See
+	// docs/GUIDE.md, Many goroutines.
+	ReplySpin time.Duration
+
 	// NoHoldTracking turns off the hold tracker. By default every hold (a
 	// lock's, write or read, and a permit) on a *redis.Client, a failover
 	// client or a *redis.ClusterClient is watched through Redis's
@@ -173,6 +183,14 @@ func (o Options) normalize() (config, error) {
 		o.RenewBatch = 500
 	case o.RenewBatch < 0:
 		return config{}, fmt.Errorf("%w: Options.RenewBatch is %d, want > 0", ErrInvalid, o.RenewBatch)
+	}
+	switch {
+	case o.ReplySpin == 0:
+		o.ReplySpin = 50 * time.Microsecond
+	case o.ReplySpin < 0:
+		o.ReplySpin = 0
+	case o.ReplySpin > time.Millisecond:
+		return config{}, fmt.Errorf("%w: Options.ReplySpin is %v, want at most 1ms (a longer spin burns the CPU a sleep would leave to others)", ErrInvalid, o.ReplySpin)
 	}
 	switch {
 	case o.SubscriptionLinger == 0:

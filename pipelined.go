@@ -30,7 +30,7 @@ type pipeScripter struct {
 const pipeConns = 1
 
 // newPipeScripter returns the pipe scripter of rdb.
-func newPipeScripter(rdb *redis.Client) *pipeScripter {
+func newPipeScripter(rdb *redis.Client, spin time.Duration) *pipeScripter {
 	opt := rdb.Options()
 	p := pipe.New(pipe.Config{
 		// A failover client's dialer finds the current primary itself.
@@ -50,6 +50,7 @@ func newPipeScripter(rdb *redis.Client) *pipeScripter {
 			}
 			return opt.DialerRetryTimeout
 		},
+		Spin: spin,
 	})
 	rdb.AddHook(pipeHook{p: p})
 	return &pipeScripter{Scripter: rdb, rdb: rdb, p: p}

@@ -67,7 +67,7 @@ func TestPipeScripter_sameAsGoRedis(t *testing.T) {
 			defer rdb.Close()
 			log := &hookLog{}
 			rdb.AddHook(log)
-			s := newPipeScripter(rdb)
+			s := newPipeScripter(rdb, 50*time.Microsecond)
 			defer s.close()
 			sha, err := rdb.ScriptLoad(ctx, echoScript).Result()
 			if err != nil {
@@ -128,11 +128,11 @@ func TestPipeScripter_hookPerClient(t *testing.T) {
 	ctx := t.Context()
 	rdb := srv.Client()
 	defer rdb.Close()
-	a := newPipeScripter(rdb)
+	a := newPipeScripter(rdb, 50*time.Microsecond)
 	defer a.close()
 	log := &hookLog{}
 	rdb.AddHook(log)
-	b := newPipeScripter(rdb)
+	b := newPipeScripter(rdb, 50*time.Microsecond)
 	defer b.close()
 	sha, err := rdb.ScriptLoad(ctx, echoScript).Result()
 	if err != nil {
@@ -161,7 +161,7 @@ func TestPipeScripter_afterClose(t *testing.T) {
 	ctx := t.Context()
 	rdb := srv.Client()
 	defer rdb.Close()
-	s := newPipeScripter(rdb)
+	s := newPipeScripter(rdb, 50*time.Microsecond)
 	echo, err := rdb.ScriptLoad(ctx, echoScript).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -653,7 +653,7 @@ func (e *env) uncontendedText(wl string, g int, lu, fair, ping float64, peer str
 			num(rue), ratio(rue, lu), ratio(rue, best), num(e.med(wl, libLualockRue, "redis_cpu_us_per_op")), num(e.med(wl, libLualockRue, "client_cpu_us_per_op"))))
 	}
 	if pl := e.med(wl, libLualockPlain, "ops_per_s"); !math.IsNaN(pl) {
-		s = append(s, fmt.Sprintf("By default lualock sends its scripts on a pipelined connection of its own beside go-redis's pool (a call alone is written at once and reads its own reply; concurrent calls are written together and their replies read as they come); with Options.Scripter set to the go-redis client itself, one call per connection, the same scripts do %s ops/s (%s the default) at %s µs of Redis and %s µs of client CPU per op.",
+		s = append(s, fmt.Sprintf("By default lualock sends its scripts on a pipelined connection of its own beside go-redis's pool (a call alone is written at once and reads its own reply, polling the socket for up to Options.ReplySpin, 50µs, before it sleeps; concurrent calls are written together and their replies read as they come); with Options.Scripter set to the go-redis client itself, one call per connection, the same scripts do %s ops/s (%s the default) at %s µs of Redis and %s µs of client CPU per op.",
 			num(pl), ratio(pl, lu), num(e.med(wl, libLualockPlain, "redis_cpu_us_per_op")), num(e.med(wl, libLualockPlain, "client_cpu_us_per_op"))))
 	}
 	s = append(s, fmt.Sprintf("The fair lock does %s ops/s (%s the reentrant lock): its scripts also read the queue and the timeout set.", num(fair), ratio(fair, lu)))

@@ -16,12 +16,8 @@ var errStray = errors.New("pipe: data with no command")
 // closed nc (or sent what no call asked for). A connection that does not
 // expose its socket (TLS) is taken as alive.
 func alive(nc net.Conn) error {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw, err := socketOf(nc)
+	if raw == nil {
 		return err
 	}
 	var res error
@@ -43,4 +39,14 @@ func alive(nc net.Conn) error {
 		return err
 	}
 	return res
+}
+
+// socketOf returns nc's socket: nil, and no error, when nc does not
+// expose one (TLS).
+func socketOf(nc net.Conn) (syscall.RawConn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, nil
+	}
+	return sc.SyscallConn()
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,9 @@ type Config struct {
 	// go-redis pool tries.
 	DialAttempts int
 	DialWait     func(attempt int) time.Duration
+	// Spin is how long a call that waits for its reply alone polls the
+	// socket before it sleeps (0: never): see conn.spin.
+	Spin time.Duration
 }
 
 // ErrClosed is the error of a call made after Close.
@@ -269,11 +273,28 @@ func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 	c := &conn{nc: nc, timeout: p.cfg.ReadTimeout, wtimeout: p.cfg.WriteTimeout, proto: proto, wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	c.progress.Store(time.Now().UnixNano())
 	c.poke = c.wakeLead
+	if p.cfg.Spin > 0 && runtime.NumCPU() > 1 {
+		if c.spinner = newSpinner(nc); c.spinner != nil {
+			c.spin = p.cfg.Spin
+		}
+	}
 	c.r = bufio.NewReaderSize(&deadlineReader{c: c}, 32<<10)
 	if r.Buffered() > 0 {
 		return fail(fmt.Errorf("%w: unexpected data after the handshake", errProto))
 	}
 	return c, nil
+}
+
+// SpunReads returns how many reads a spin served (Config.Spin), summed
+// over the pipe's current connections.
+func (p *Pipe) SpunReads() int64 {
+	var n int64
+	for i := range p.slots {
+		if c := p.slots[i].cur.Load(); c != nil {
+			n += c.spun.Load()
+		}
+	}
+	return n
 }
 
 // Pending returns how many calls wait for their reply, or were left by
@@ -346,7 +367,17 @@ func cmpOr(a, b string) string {
 // pooled connection, with no goroutine to wake; concurrent calls are
 // answered by the reader as their replies come.
 type conn struct {
-	nc       net.Conn
+	nc      net.Conn
+	spinner *spinner // polls the socket, when the read may spin
+	// spin is how long a lead polls the socket for its reply before it
+	// sleeps in the netpoller (0: never), while calls come one at a time
+	// (solo) and its own is the only one queued. A reply that comes
+	// within it skips the wake-up of a sleeping goroutine, which is most
+	// of a loopback round trip's cost; with concurrent calls a spin would
+	// take a CPU the server or the other callers need, so it is not tried.
+	// Not on one CPU, nor on a connection without a socket of its own
+	// (TLS).
+	spin     time.Duration
 	r        *bufio.Reader
 	timeout  time.Duration // for reads
 	wtimeout time.Duration
@@ -363,6 +394,8 @@ type conn struct {
 	queue    fifo
 	reading  bool          // a call, or the reader, leads
 	live     int           // calls in queue whose callers wait
+	solo     int           // calls in a row (up to soloRun) that found the queue empty
+	spun     atomic.Int64  // reads a spin served (tests)
 	pausedAt time.Time     // when the reading stopped with calls queued (all gone)
 	wake     chan struct{} // hands the lead to the reader
 	closed   chan struct{} // closed when the connection breaks
@@ -388,6 +421,10 @@ type call struct {
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// soloRun is how many calls in a row must find no other call queued
+// before a lead spins (conn.spin).
+const soloRun = 8
 
 // errInterrupted ends a lead whose context ended, at a reply's start.
 var errInterrupted = errors.New("pipe: lead interrupted")
@@ -415,6 +452,11 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 		c.progress.Store(now.UnixNano())
 	}
 	c.wbuf = enc(c.wbuf)
+	if c.queue.size == 0 {
+		c.solo = min(c.solo+1, soloRun)
+	} else {
+		c.solo = 0
+	}
 	c.queue.push(cl)
 	c.live++
 	if !c.writing {
@@ -759,7 +801,10 @@ type deadlineReader struct{ c *conn }
 func (d *deadlineReader) Read(b []byte) (int, error) {
 	c := d.c
 	for {
-		n, err := c.nc.Read(b)
+		n, spun, err := c.spinRead(b)
+		if !spun {
+			n, err = c.nc.Read(b)
+		}
 		if n > 0 {
 			c.progress.Store(time.Now().UnixNano())
 			c.atStart = false // a reply has begun: the lead stays to its end
@@ -791,6 +836,29 @@ func (d *deadlineReader) Read(b []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// spinRead reads b by polling the socket for up to c.spin when calls come
+// one at a time (conn.spin); ok is false when it did not read, and the
+// caller reads as usual.
+func (c *conn) spinRead(b []byte) (n int, ok bool, err error) {
+	if c.spin <= 0 {
+		return 0, false, nil
+	}
+	c.mu.Lock()
+	alone := c.queue.size <= 1 && c.solo >= soloRun
+	c.mu.Unlock()
+	if !alone {
+		return 0, false, nil
+	}
+	n, ok, err = c.spinner.read(b, c.spin)
+	if ok {
+		c.spun.Add(1)
+		if n == 0 && err == nil {
+			err = io.EOF // the server closed the connection
+		}
+	}
+	return n, ok, err
 }
 
 // fifo is a queue of calls in a ring that grows as needed.

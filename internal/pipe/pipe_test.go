@@ -31,7 +31,9 @@ func server(t testing.TB) (*harness.Server, *redis.Client) {
 	return s, rdb
 }
 
-// newPipe returns a pipe to addr, closed at the test's end.
+// newPipe returns a pipe to addr, closed at the test's end. Its reads
+// spin as lualock's do by default (50µs), so that the tests that make one
+// call at a time run the spinning read too.
 func newPipe(t testing.TB, addr string, edit func(*pipe.Config)) *pipe.Pipe {
 	t.Helper()
 	cfg := pipe.Config{
@@ -42,6 +44,7 @@ func newPipe(t testing.TB, addr string, edit func(*pipe.Config)) *pipe.Pipe {
 		Name:         "pipe-test",
 		ReadTimeout:  5 * time.Second,
 		WriteTimeout: 5 * time.Second,
+		Spin:         50 * time.Microsecond,
 	}
 	if edit != nil {
 		edit(&cfg)
