@@ -105,9 +105,10 @@ type Options struct {
 	// *redis.Client), polls the socket before it sleeps: a reply that comes
 	// within it spares the caller the scheduler's wake-up, most of the
 	// time of a round trip to a nearby Redis. It is tried only while calls
-	// come one at a time, on a machine with more than one CPU, and not
-	// over TLS. Default 50µs; negative: never; at most 1ms. See
-	// docs/GUIDE.md, Many goroutines.
+	// come one at a time, with more than one CPU and GOMAXPROCS, on a
+	// plain TCP or Unix socket, and ever more seldom while it finds no
+	// reply. Default 50µs; negative: never; at most 1ms. See docs/GUIDE.md,
+	// Many goroutines.
 	ReplySpin time.Duration
 
 	// NoHoldTracking turns off the hold tracker. By default every hold (a

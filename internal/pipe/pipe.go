@@ -273,7 +273,7 @@ func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 	c := &conn{nc: nc, timeout: p.cfg.ReadTimeout, wtimeout: p.cfg.WriteTimeout, proto: proto, wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	c.progress.Store(time.Now().UnixNano())
 	c.poke = c.wakeLead
-	if p.cfg.Spin > 0 && runtime.NumCPU() > 1 {
+	if p.cfg.Spin > 0 && runtime.NumCPU() > 1 && runtime.GOMAXPROCS(0) > 1 {
 		if c.spinner = newSpinner(nc); c.spinner != nil {
 			c.spin = p.cfg.Spin
 		}
@@ -285,16 +285,17 @@ func (p *Pipe) dial(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// SpunReads returns how many reads a spin served (Config.Spin), summed
-// over the pipe's current connections.
-func (p *Pipe) SpunReads() int64 {
-	var n int64
+// SpinStats returns how many reads were tried with a spin (Config.Spin)
+// and how many of them it served, summed over the pipe's current
+// connections.
+func (p *Pipe) SpinStats() (tried, served int64) {
 	for i := range p.slots {
 		if c := p.slots[i].cur.Load(); c != nil {
-			n += c.spun.Load()
+			tried += c.spinTried.Load()
+			served += c.spun.Load()
 		}
 	}
-	return n
+	return tried, served
 }
 
 // Pending returns how many calls wait for their reply, or were left by
@@ -386,19 +387,21 @@ type conn struct {
 	progress atomic.Int64 // UnixNano: when a read last returned data, or replies were first awaited
 	poke     func()       // wakes the lead's read (c.wakeLead), made once
 
-	mu       sync.Mutex
-	err      error // set once: the connection is broken
-	wbuf     []byte
-	spare    []byte
-	writing  bool
-	queue    fifo
-	reading  bool          // a call, or the reader, leads
-	live     int           // calls in queue whose callers wait
-	solo     int           // calls in a row (up to soloRun) that found the queue empty
-	spun     atomic.Int64  // reads a spin served (tests)
-	pausedAt time.Time     // when the reading stopped with calls queued (all gone)
-	wake     chan struct{} // hands the lead to the reader
-	closed   chan struct{} // closed when the connection breaks
+	mu        sync.Mutex
+	err       error // set once: the connection is broken
+	wbuf      []byte
+	spare     []byte
+	writing   bool
+	queue     fifo
+	reading   bool          // a call, or the reader, leads
+	live      int           // calls in queue whose callers wait
+	solo      int           // calls in a row that found the queue empty (at most soloRun<<spinMissMax)
+	spinMiss  atomic.Int32  // spins in a row that found no reply (at most spinMissMax)
+	spinTried atomic.Int64  // reads tried with a spin (tests)
+	spun      atomic.Int64  // reads a spin served (tests)
+	pausedAt  time.Time     // when the reading stopped with calls queued (all gone)
+	wake      chan struct{} // hands the lead to the reader
+	closed    chan struct{} // closed when the connection breaks
 
 	// The lead's, read and written by the leading goroutine (under mu
 	// where others look).
@@ -422,9 +425,15 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// soloRun is how many calls in a row must find no other call queued
-// before a lead spins (conn.spin).
-const soloRun = 8
+// soloRun is how many calls in a row (the lead's own included) must find
+// no other call queued before a lead spins (conn.spin); after k spins in a
+// row that found no reply (a server farther away than a spin), soloRun<<k,
+// up to k = spinMissMax (64 calls), so that a spin that does not pay is
+// seldom tried.
+const (
+	soloRun     = 8
+	spinMissMax = 3
+)
 
 // errInterrupted ends a lead whose context ended, at a reply's start.
 var errInterrupted = errors.New("pipe: lead interrupted")
@@ -453,7 +462,7 @@ func (c *conn) do(ctx context.Context, enc func([]byte) []byte) (any, bool, erro
 	}
 	c.wbuf = enc(c.wbuf)
 	if c.queue.size == 0 {
-		c.solo = min(c.solo+1, soloRun)
+		c.solo = min(c.solo+1, soloRun<<spinMissMax)
 	} else {
 		c.solo = 0
 	}
@@ -845,18 +854,28 @@ func (c *conn) spinRead(b []byte) (n int, ok bool, err error) {
 	if c.spin <= 0 {
 		return 0, false, nil
 	}
+	miss := c.spinMiss.Load()
 	c.mu.Lock()
-	alone := c.queue.size <= 1 && c.solo >= soloRun
+	alone := c.queue.size <= 1 && c.solo >= soloRun<<miss
 	c.mu.Unlock()
 	if !alone {
 		return 0, false, nil
 	}
+	c.spinTried.Add(1)
 	n, ok, err = c.spinner.read(b, c.spin)
-	if ok {
-		c.spun.Add(1)
-		if n == 0 && err == nil {
-			err = io.EOF // the server closed the connection
-		}
+	if !ok {
+		c.spinMiss.Store(min(miss+1, spinMissMax))
+		c.mu.Lock()
+		c.solo = 0
+		c.mu.Unlock()
+		return 0, false, nil
+	}
+	if miss != 0 {
+		c.spinMiss.Store(0)
+	}
+	c.spun.Add(1)
+	if n == 0 && err == nil {
+		err = io.EOF // the server closed the connection
 	}
 	return n, ok, err
 }

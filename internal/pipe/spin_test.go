@@ -28,7 +28,7 @@ func TestDo_spin(t *testing.T) {
 					t.Fatalf("ECHO %s: %v", want, v)
 				}
 			}
-			n := p.SpunReads()
+			_, n := p.SpinStats()
 			switch {
 			case spin == 0 && n != 0:
 				t.Errorf("%d reads spun without a spin", n)
@@ -114,3 +114,32 @@ func TestDo_spinPaused(t *testing.T) {
 		}
 	}
 }
+
+// TestDo_spinBacksOff: lone calls whose replies come later than the spin
+// (a script that keeps the server busy for 2ms) stop trying it: each spin
+// that finds nothing doubles the run of lone calls the next one waits for.
+func TestDo_spinBacksOff(t *testing.T) {
+	_, rdb := server(t)
+	p := newPipe(t, rdb.Options().Addr, func(c *pipe.Config) { c.Spin = 50 * time.Microsecond })
+	const calls = 200
+	for range calls {
+		if v := mustDo(t, p, "EVAL", busy2ms, "0"); v != int64(1) {
+			t.Fatalf("EVAL: %v", v)
+		}
+	}
+	tried, served := p.SpinStats()
+	t.Logf("%d lone calls of 2ms: %d spins tried, %d served", calls, tried, served)
+	// Without the backoff every call after the first 8 would try: 192.
+	// With it, about 5 (after 8, 16, 32 and 64 more lone calls, then each
+	// 64), and a few more if a loaded machine let a lead find its reply
+	// waiting.
+	if tried == 0 || tried > 40 {
+		t.Errorf("%d spins tried over %d lone calls slower than the spin, want between 1 and 40", tried, calls)
+	}
+}
+
+// busy2ms is a script that keeps the server busy for 2ms.
+const busy2ms = `local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= 2000
+return 1`

@@ -23,9 +23,16 @@ type spinner struct {
 	err error
 }
 
-// newSpinner returns a spinner on nc's socket, or nil when nc does not
-// expose one (TLS).
+// newSpinner returns a spinner on nc's socket, or nil when nc is not a
+// plain TCP or Unix socket: a TLS connection's data must go through TLS,
+// and a dialer's own wrapper may read, count or buffer what the socket
+// holds, which a spin would bypass.
 func newSpinner(nc net.Conn) *spinner {
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return nil
+	}
 	raw, _ := socketOf(nc)
 	if raw == nil {
 		return nil
@@ -64,5 +71,8 @@ func (s *spinner) try(fd uintptr) bool {
 		if time.Now().After(s.end) {
 			return true
 		}
+		// Let the server have this CPU if it waits for it: woken by the
+		// write, it may have been placed here.
+		yield()
 	}
 }

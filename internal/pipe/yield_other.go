@@ -1,0 +1,6 @@
+//go:build unix && !linux
+
+package pipe
+
+// yield does nothing: a spin relies on its backoff alone here.
+func yield() {}
