@@ -376,8 +376,8 @@ type conn struct {
 	// within it skips the wake-up of a sleeping goroutine, which is most
 	// of a loopback round trip's cost; with concurrent calls a spin would
 	// take a CPU the server or the other callers need, so it is not tried.
-	// Not on one CPU, nor on a connection without a socket of its own
-	// (TLS).
+	// Not with one CPU or GOMAXPROCS 1, and only on a plain TCP or Unix
+	// socket (newSpinner).
 	spin     time.Duration
 	r        *bufio.Reader
 	timeout  time.Duration // for reads
@@ -387,21 +387,22 @@ type conn struct {
 	progress atomic.Int64 // UnixNano: when a read last returned data, or replies were first awaited
 	poke     func()       // wakes the lead's read (c.wakeLead), made once
 
-	mu        sync.Mutex
-	err       error // set once: the connection is broken
-	wbuf      []byte
-	spare     []byte
-	writing   bool
-	queue     fifo
-	reading   bool          // a call, or the reader, leads
-	live      int           // calls in queue whose callers wait
-	solo      int           // calls in a row that found the queue empty (at most soloRun<<spinMissMax)
-	spinMiss  atomic.Int32  // spins in a row that found no reply (at most spinMissMax)
-	spinTried atomic.Int64  // reads tried with a spin (tests)
-	spun      atomic.Int64  // reads a spin served (tests)
-	pausedAt  time.Time     // when the reading stopped with calls queued (all gone)
-	wake      chan struct{} // hands the lead to the reader
-	closed    chan struct{} // closed when the connection breaks
+	spinMiss  atomic.Int32 // spins in a row that found no reply (at most spinMissMax)
+	spinTried atomic.Int64 // reads tried with a spin (SpinStats)
+	spun      atomic.Int64 // reads a spin served (SpinStats)
+
+	mu       sync.Mutex
+	err      error // set once: the connection is broken
+	wbuf     []byte
+	spare    []byte
+	writing  bool
+	queue    fifo
+	reading  bool          // a call, or the reader, leads
+	live     int           // calls in queue whose callers wait
+	solo     int           // calls in a row that found the queue empty (at most soloRun<<spinMissMax)
+	pausedAt time.Time     // when the reading stopped with calls queued (all gone)
+	wake     chan struct{} // hands the lead to the reader
+	closed   chan struct{} // closed when the connection breaks
 
 	// The lead's, read and written by the leading goroutine (under mu
 	// where others look).
